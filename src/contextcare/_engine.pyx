@@ -1,0 +1,423 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The native engine: a thin layer over the C core in csrc/.
+
+It validates and translates rule objects once (``Ruleset``), then hands str data straight to C
+on every ``feed`` (the code points of the str, read in place: no encoding, no copy) and builds
+``Detection`` objects only when something fired.
+"""
+
+from array import array
+
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int64_t, uint32_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+
+from contextcare import rules as _rules
+from contextcare.detection import Detection
+from contextcare.errors import RuleTypeError, RuleValueError
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object o)
+    void *PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    object PyUnicode_FromKindAndData(int kind, const void *buffer, Py_ssize_t size)
+
+# Deltas longer than this are scanned with the GIL released.
+cdef enum:
+    NOGIL_CHARS = 65536
+cdef size_t MAX_TABLE_BYTES = 256 * 1024 * 1024
+
+_VIEWS = {"text": CC_VIEW_TEXT, "reasoning": CC_VIEW_REASONING, "combined": CC_VIEW_COMBINED}
+_KINDS = {
+    "phrase": CC_K_PHRASES,
+    "marker": CC_K_PHRASES,
+    "time-anxiety": CC_K_PHRASES,
+    "context-anxiety": CC_K_PHRASES,
+    "line-repeat": CC_K_LINE_REPEAT,
+    "line-cycle": CC_K_LINE_CYCLE,
+    "filler-lines": CC_K_FILLER_LINES,
+    "prefix-monotony": CC_K_PREFIX_MONOTONY,
+    "tail-repeat": CC_K_TAIL_REPEAT,
+}
+
+
+cdef inline int _feed_channel(object channel) except -1:
+    if channel is "text" or channel == "text":
+        return CC_VIEW_TEXT
+    if channel is "reasoning" or channel == "reasoning":
+        return CC_VIEW_REASONING
+    _rules.check_feed_channel(channel)  # raises the documented error
+    return -1
+
+
+cdef str _decode(const unsigned char *text, size_t n):
+    return PyUnicode_DecodeUTF8(<const char *>text, n, "surrogatepass")
+
+
+def _rebuild(rules, options):
+    return Ruleset(rules, **options)
+
+
+cdef class Ruleset:
+    """Compiled rules: immutable, safe to share across threads, picklable.
+
+    ``Ruleset(rules, *, line_window=80, min_line_chars=3, evidence_chars=600,
+    mask_code_fences=False)``. All phrase rules of one channel view compile into one
+    Aho–Corasick automaton (two when case-sensitive and case-folded rules are mixed).
+    """
+
+    cdef cc_ruleset *_rs
+    cdef readonly tuple rules
+    cdef readonly object options
+    cdef tuple _meta
+
+    def __init__(self, rules, /, *, line_window=80, min_line_chars=3, evidence_chars=600,
+                 mask_code_fences=False):
+        if self._rs != NULL:
+            raise RuntimeError("a Ruleset is immutable; build a new one")
+        options = _rules.RulesetOptions(line_window=line_window, min_line_chars=min_line_chars,
+                                        evidence_chars=evidence_chars,
+                                        mask_code_fences=mask_code_fences)
+        checked = _rules.check_rules(rules, options)
+        cdef Py_ssize_t n = len(checked)
+        cdef cc_rule_spec *specs = <cc_rule_spec *>malloc((n or 1) * sizeof(cc_rule_spec))
+        cdef cc_phrase_spec *phrases = NULL
+        cdef uint32_t *sets = NULL
+        cdef cc_options opt
+        cdef char err[300]
+        cdef Py_ssize_t i, j, k, nphrases = 0, nset = 0
+        cdef bytes b
+        if specs == NULL:
+            raise MemoryError()
+        memset(specs, 0, (n or 1) * sizeof(cc_rule_spec))
+        meta = []
+        keep = []
+        try:
+            for i in range(n):
+                rule = checked[i]
+                phrase_list = rule.phrase_list()
+                meta.append((rule.id, rule.kind, rule.action, rule.channel, phrase_list))
+                nphrases += len(phrase_list)
+                if rule.kind == "filler-lines":
+                    nset += len(rule.fillers)
+                elif rule.kind == "prefix-monotony":
+                    nset += len(rule.delimiters)
+            phrases = <cc_phrase_spec *>malloc((nphrases or 1) * sizeof(cc_phrase_spec))
+            sets = <uint32_t *>malloc((nset or 1) * sizeof(uint32_t))
+            if phrases == NULL or sets == NULL:
+                raise MemoryError()
+            k = 0
+            nset = 0
+            for i in range(n):
+                rule = checked[i]
+                s = &specs[i]
+                s.kind = _KINDS[rule.kind]
+                s.view = _VIEWS[rule.channel]
+                s.once = rule.once
+                s.fold = rule.ignores_case
+                s.suppress = rule.suppresses_quoted
+                if s.kind == CC_K_PHRASES:
+                    for j, phrase in enumerate(meta[i][4]):
+                        b = phrase.encode("utf-8", "surrogatepass")
+                        keep.append(b)
+                        phrases[k].bytes = <const unsigned char *><char *>b
+                        phrases[k].len = len(b)
+                        phrases[k].rule = i
+                        phrases[k].index = j
+                        k += 1
+                    continue
+                s.every_bytes = rule.every_bytes
+                if s.kind == CC_K_LINE_REPEAT:
+                    s.min_lines, s.min_count, s.min_run = rule.min_lines, rule.min_count, rule.min_run
+                    s.ratio = rule.min_ratio
+                elif s.kind == CC_K_LINE_CYCLE:
+                    s.max_chars, s.min_lines, s.top = rule.max_line_chars, rule.min_lines, rule.top
+                    s.ratio = rule.cover_ratio
+                elif s.kind == CC_K_FILLER_LINES:
+                    s.max_chars, s.min_count = rule.max_line_chars, rule.min_count
+                    s.ratio = rule.min_ratio
+                    s.set = sets + nset
+                    for ch in rule.fillers:
+                        sets[nset] = ord(ch)
+                        nset += 1
+                    s.nset = len(rule.fillers)
+                elif s.kind == CC_K_PREFIX_MONOTONY:
+                    s.max_chars, s.min_lines, s.min_count = (rule.max_prefix_chars, rule.min_lines,
+                                                             rule.min_count)
+                    s.ratio = rule.min_ratio
+                    s.set = sets + nset
+                    for ch in rule.delimiters:
+                        sets[nset] = ord(ch)
+                        nset += 1
+                    s.nset = len(rule.delimiters)
+                elif s.kind == CC_K_TAIL_REPEAT:
+                    s.max_period, s.min_repeats = rule.max_period, rule.min_repeats
+                    s.min_chars, s.window_chars = rule.min_chars, rule.window_chars
+            opt.line_window = options.line_window
+            opt.min_line_chars = options.min_line_chars
+            opt.evidence_chars = options.evidence_chars
+            opt.mask_fences = options.mask_code_fences
+            opt.max_table_bytes = MAX_TABLE_BYTES
+            err[0] = 0
+            self._rs = cc_ruleset_new(&opt, specs, <uint32_t>n, phrases, <size_t>nphrases, err,
+                                      sizeof(err))
+            if self._rs == NULL:
+                message = err.decode("utf-8", "replace")
+                if "out of memory" in message:
+                    raise MemoryError(message)
+                raise RuleValueError(f"Ruleset: {message}")
+        finally:
+            free(specs)
+            free(phrases)
+            free(sets)
+        self.rules = checked
+        self.options = options
+        self._meta = tuple(meta)
+
+    def __dealloc__(self):
+        cc_ruleset_free(self._rs)
+
+    def watcher(self):
+        """A new :class:`Watcher` for one stream (one reply of one model call)."""
+        return Watcher._create(self)
+
+    def replay(self, text, /, splits=None, *, channel="text"):
+        """Feed a recorded trace — ``text`` cut into deltas at the end offsets ``splits`` (code
+        points, non-decreasing, the last equal to ``len(text)``; a sequence of int or an integer
+        buffer such as a numpy array; ``None`` = one delta) — into a fresh watcher, then
+        ``finish()``; return all detections. Runs in C with the GIL released."""
+        _rules.check_text(text)
+        cdef int ch = _feed_channel(channel)
+        cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
+        if splits is None:
+            ends = array("q", [length] if length else [])
+        else:
+            ends = _as_int64(splits)
+        cdef const int64_t[::1] sp = ends
+        cdef size_t nsplits = sp.shape[0]
+        cdef const int64_t *sptr = &sp[0] if nsplits else NULL
+        cdef long long bad = cc_check_splits(sptr, nsplits, <size_t>length)
+        if bad >= 0:
+            if <size_t>bad == nsplits:
+                last = sp[nsplits - 1] if nsplits else "no splits"
+                raise RuleValueError(f"splits must end at len(text) = {length}, got {last}")
+            prev = sp[bad - 1] if bad > 0 else 0
+            raise RuleValueError(
+                f"splits must be non-decreasing offsets in [0, len(text) = {length}];"
+                f" splits[{bad}] = {sp[bad]} follows {prev}")
+        cdef cc_watcher *w = cc_watcher_new(self._rs)
+        if w == NULL:
+            raise MemoryError()
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        cdef int rc
+        try:
+            with nogil:
+                rc = cc_replay(w, data, kind, <size_t>length, sptr, nsplits, ch)
+            if rc == CC_ERR_NOMEM:
+                raise MemoryError("contextcare: out of memory while replaying")
+            return list(_detections(self, w))
+        finally:
+            cc_watcher_free(w)
+
+    def __reduce__(self):
+        o = self.options
+        return (_rebuild, (self.rules, {"line_window": o.line_window,
+                                        "min_line_chars": o.min_line_chars,
+                                        "evidence_chars": o.evidence_chars,
+                                        "mask_code_fences": o.mask_code_fences}))
+
+    def __sizeof__(self):
+        return object.__sizeof__(self) + (cc_ruleset_memory(self._rs) if self._rs else 0)
+
+    def __repr__(self):
+        ids = ", ".join(repr(r.id) for r in self.rules)
+        return f"Ruleset([{ids}], {self.options!r})"
+
+
+def _as_int64(splits):
+    try:
+        mv = memoryview(splits)
+    except TypeError:
+        mv = None
+    if mv is not None:
+        if mv.ndim == 1 and mv.format in ("q", "l", "Q", "L") and mv.itemsize == 8 \
+                and mv.c_contiguous:
+            return mv.cast("B").cast("q") if mv.format != "q" else mv
+        if mv.ndim != 1 or mv.format not in ("b", "B", "h", "H", "i", "I", "l", "L", "q", "Q"):
+            raise RuleTypeError(
+                f"splits must be a sequence of int offsets or a 1-d integer buffer,"
+                f" got a buffer of format {mv.format!r} and {mv.ndim} dimensions")
+        return array("q", mv.tolist())
+    if isinstance(splits, (str, bytes)):
+        raise RuleTypeError(f"splits must be a sequence of int offsets, got {type(splits).__name__}")
+    try:
+        return array("q", splits)
+    except TypeError:
+        raise RuleTypeError(
+            f"splits must be a sequence of int offsets, got {type(splits).__name__}") from None
+    except OverflowError:
+        raise RuleValueError("splits must be offsets in [0, len(text)]") from None
+
+
+cdef object _detection(Ruleset rs, const cc_hit *h):
+    rule_id, kind, action, channel, phrase_list = rs._meta[h.rule]
+    cdef uint32_t i, at
+    if h.nparts:
+        parts = []
+        at = 0
+        for i in range(h.nparts):
+            parts.append(_decode(h.text + at, h.part_len[i]))
+            at += h.part_len[i]
+        return Detection(rule_id, kind, action, channel, h.offset, cycle=tuple(parts),
+                         count=h.count, total=h.total, ratio=h.ratio)
+    if kind == "line-repeat":
+        return Detection(rule_id, kind, action, channel, h.offset,
+                         line=_decode(h.text, h.text_len), count=h.count, total=h.total,
+                         ratio=h.ratio, run=h.run)
+    if kind == "filler-lines":
+        return Detection(rule_id, kind, action, channel, h.offset, count=h.count, total=h.total,
+                         ratio=h.ratio)
+    if kind == "prefix-monotony":
+        return Detection(rule_id, kind, action, channel, h.offset,
+                         prefix=_decode(h.text, h.text_len), count=h.count, total=h.total,
+                         ratio=h.ratio)
+    if kind == "tail-repeat":
+        return Detection(rule_id, kind, action, channel, h.offset,
+                         unit=_decode(h.text, h.text_len), period=h.period, repeats=h.repeats)
+    return Detection(rule_id, kind, action, channel, h.offset, phrase=phrase_list[h.phrase])
+
+
+cdef tuple _detections(Ruleset rs, cc_watcher *w):
+    cdef size_t n, i
+    cdef const cc_hit *hits = cc_watcher_hits(w, &n)
+    try:
+        return tuple([_detection(rs, &hits[i]) for i in range(n)])
+    finally:
+        cc_watcher_clear_hits(w)
+
+
+cdef class Watcher:
+    """The state of one stream: ``feed`` deltas, ``finish`` at the end, ``reset`` for a retry.
+
+    Not thread-safe by design (it is per stream); using one watcher from two threads at once
+    raises ``RuntimeError`` and leaves it usable.
+    """
+
+    cdef cc_watcher *_w
+    cdef readonly Ruleset ruleset
+    cdef bint _busy
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create watchers with Ruleset.watcher()")
+
+    @staticmethod
+    cdef Watcher _create(Ruleset rs):
+        cdef Watcher self = Watcher.__new__(Watcher)
+        self.ruleset = rs
+        self._w = cc_watcher_new(rs._rs)
+        if self._w == NULL:
+            raise MemoryError()
+        return self
+
+    def __dealloc__(self):
+        cc_watcher_free(self._w)
+
+    cdef inline int _enter(self) except -1:
+        if self._busy:
+            raise RuntimeError("this Watcher is in use by another thread; a Watcher belongs to"
+                               " one stream and one thread at a time")
+        return 0
+
+    def feed(self, text, /, channel="text"):
+        """Append a delta on ``channel`` ("text" or "reasoning"); return the detections that
+        fired (the empty tuple when none did)."""
+        cdef int ch = _feed_channel(channel)
+        if type(text) is not str:
+            _rules.check_text(text)
+        self._enter()
+        if cc_watcher_finished(self._w):
+            raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        cdef int rc
+        cdef size_t nhits
+        if n > NOGIL_CHARS:
+            self._busy = True
+            try:
+                with nogil:
+                    rc = cc_watcher_feed(self._w, data, kind, <size_t>n, ch)
+            finally:
+                self._busy = False
+        else:
+            rc = cc_watcher_feed(self._w, data, kind, <size_t>n, ch)
+        if rc != CC_OK:
+            cc_watcher_clear_hits(self._w)
+            raise MemoryError("contextcare: out of memory while feeding")
+        cc_watcher_hits(self._w, &nhits)
+        if nhits == 0:
+            return ()
+        return _detections(self.ruleset, self._w)
+
+    def finish(self):
+        """End of stream: complete the pending lines and run every throttled rule once more."""
+        self._enter()
+        if cc_watcher_finished(self._w):
+            return ()
+        if cc_watcher_finish(self._w) != CC_OK:
+            cc_watcher_clear_hits(self._w)
+            raise MemoryError("contextcare: out of memory while finishing")
+        return _detections(self.ruleset, self._w)
+
+    def reset(self):
+        """Forget everything and start a new attempt (rules may fire again)."""
+        self._enter()
+        cc_watcher_reset(self._w)
+
+    def tail(self, n=None):
+        """The last ``min(n, evidence_chars)`` characters fed (both channels, arrival order)."""
+        if n is None:
+            n = self.ruleset.options.evidence_chars
+        elif isinstance(n, bool) or not isinstance(n, int):
+            raise RuleTypeError(f"n must be an int or None, got {type(n).__name__}")
+        elif n < 0:
+            raise RuleValueError(f"n must be >= 0, got {n}")
+        cdef size_t want = min(n, self.ruleset.options.evidence_chars)
+        cdef uint32_t *buf = <uint32_t *>malloc((want or 1) * sizeof(uint32_t))
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            got = cc_watcher_tail(self._w, want, buf)
+            return PyUnicode_FromKindAndData(4, buf, got)
+        finally:
+            free(buf)
+
+    def copy(self):
+        """An independent watcher in the same state: it continues exactly as this one would."""
+        self._enter()
+        cdef Watcher other = Watcher.__new__(Watcher)
+        other.ruleset = self.ruleset
+        other._w = cc_watcher_copy(self._w)
+        if other._w == NULL:
+            raise MemoryError()
+        return other
+
+    @property
+    def fired(self):
+        """Ids of the rules that fired in this attempt."""
+        cdef uint32_t i
+        return frozenset([r.id for i, r in enumerate(self.ruleset.rules)
+                          if cc_watcher_fired(self._w, i)])
+
+    @property
+    def finished(self):
+        return bool(cc_watcher_finished(self._w))
+
+    def __sizeof__(self):
+        return object.__sizeof__(self) + cc_watcher_memory(self._w)
+
+    def __reduce__(self):
+        raise TypeError("a Watcher cannot be pickled; pickle its Ruleset and use copy() for "
+                        "snapshots")

@@ -1,0 +1,54 @@
+"""The default rules: what contextcare watches for when you do not say otherwise."""
+
+from __future__ import annotations
+
+from .rules import (
+    ContextAnxiety,
+    FillerLines,
+    LineCycle,
+    LineRepeat,
+    PrefixMonotony,
+    Rule,
+    TailRepeat,
+    TimeAnxiety,
+)
+
+__all__ = ["default_rules", "default_ruleset", "DEFAULT_OPTIONS"]
+
+#: Ruleset options of :func:`default_ruleset`. Lines of two characters count (real loop bodies
+#: are ``好。`` and ``做。``), and fenced code never enters the line window.
+DEFAULT_OPTIONS = {
+    "line_window": 80,
+    "min_line_chars": 2,
+    "evidence_chars": 600,
+    "mask_code_fences": True,
+}
+
+
+def default_rules() -> list[Rule]:
+    """The default rules, abort rules first.
+
+    Abort: ``line-repeat`` (the original's streaming thresholds: 30 of 80 lines and 35 %, or a
+    run of 12) and ``tail-repeat`` (a unit repeated back to back, newlines or not).
+    Remind: ``line-repeat-gentle`` (the original's reminder thresholds, 15 lines and 20 %),
+    ``line-cycle``, ``filler-lines``, ``prefix-monotony``, ``time-anxiety`` and
+    ``context-anxiety`` (reasoning channel only).
+    """
+    return [
+        LineRepeat("line-repeat"),
+        TailRepeat("tail-repeat"),
+        LineRepeat("line-repeat-gentle", min_lines=30, min_count=15, min_ratio=0.2, min_run=0,
+                   action="remind"),
+        LineCycle("line-cycle"),
+        FillerLines("filler-lines"),
+        PrefixMonotony("prefix-monotony"),
+        TimeAnxiety(),
+        ContextAnxiety(),
+    ]
+
+
+def default_ruleset():  # type: ignore[no-untyped-def]
+    """:func:`default_rules` compiled with :data:`DEFAULT_OPTIONS` (a native ``Ruleset``)."""
+    from ._engine import Ruleset
+
+    return Ruleset(default_rules(), **DEFAULT_OPTIONS)

@@ -1,0 +1,542 @@
+"""Rule declarations: what to look for, on which channel, and what to do when it is found.
+
+A rule is an immutable value (a frozen dataclass). Its first positional argument is its id, unique
+within a ruleset; everything else is keyword-only. Rules are validated when they are constructed,
+so a bad threshold fails at the line that wrote it, with a message that names the rule, the field
+and the allowed range. Both engines (the native one and :mod:`contextcare.reference`) compile the
+same rule objects and share the checks in this module.
+
+Rule families:
+
+* per-delta ("incremental") rules: :class:`Phrases`, :class:`Marker`, :class:`TimeAnxiety`,
+  :class:`ContextAnxiety` — one Aho–Corasick automaton per channel view holds them all;
+* throttled ("windowed") rules: :class:`LineRepeat`, :class:`LineCycle`, :class:`FillerLines`,
+  :class:`PrefixMonotony`, :class:`TailRepeat` — checked at fixed stream positions, every
+  ``every_bytes`` UTF-8 bytes of their view, and once more at ``finish()``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Union
+
+from .errors import RuleTypeError, RuleValueError
+
+__all__ = [
+    "CHANNELS", "FEED_CHANNELS", "ACTIONS", "Rule", "Phrases", "Marker", "TimeAnxiety",
+    "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
+    "RulesetOptions", "check_rules", "DEFAULT_FILLERS", "DEFAULT_DELIMITERS",
+    "MAX_PHRASE_CHARS", "MAX_PHRASES", "MAX_PHRASE_BYTES", "EVIDENCE_LINE_CHARS",
+]
+
+#: Channel views a rule can watch. ``combined`` receives both fed channels in arrival order.
+CHANNELS = ("text", "reasoning", "combined")
+#: Channels ``Watcher.feed`` accepts.
+FEED_CHANNELS = ("text", "reasoning")
+#: What a detection asks the caller to do. ``record`` only reports (audits, scans).
+ACTIONS = ("abort", "remind", "record")
+
+#: Longest phrase, in code points.
+MAX_PHRASE_CHARS = 4096
+#: Most phrases in one ruleset (all rules together).
+MAX_PHRASES = 65536
+#: Most UTF-8 bytes of all phrases of one ruleset together.
+MAX_PHRASE_BYTES = 1 << 20
+#: Line evidence keeps this many leading code points of a line.
+EVIDENCE_LINE_CHARS = 40
+
+#: The filler characters of the original reminder path: single CJK acknowledgement and function
+#: words that degenerate reasoning repeats on short lines (``做。``, ``好。``, ``嗯，简洁。``).
+DEFAULT_FILLERS = "做好嗯对行是的了啊呢吧哦噢呃唔嘛额诶哈呀喔欸嘞咯"
+#: Delimiters that end a line prefix for :class:`PrefixMonotony` (``嗯，`` ``Step:``).
+DEFAULT_DELIMITERS = "，,：:、"
+
+_MAX_COUNT = 65535
+_MAX_EVERY_BYTES = 1 << 32
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+def _who(rule: object) -> str:
+    return f"{type(rule).__name__}({getattr(rule, 'id', '?')!r})"
+
+
+def _type_error(rule: object, name: str, expected: str, value: object) -> RuleTypeError:
+    return RuleTypeError(f"{_who(rule)}: {name} must be {expected}, got {type(value).__name__}")
+
+
+def _int(rule: object, name: str, lo: int, hi: int) -> None:
+    value = getattr(rule, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _type_error(rule, name, "an int", value)
+    if not lo <= value <= hi:
+        raise RuleValueError(f"{_who(rule)}: {name} must be in [{lo}, {hi}], got {value}")
+
+
+def _ratio(rule: object, name: str) -> None:
+    value = getattr(rule, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _type_error(rule, name, "a number", value)
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise RuleValueError(f"{_who(rule)}: {name} must be a ratio in (0, 1], got {value!r}")
+    object.__setattr__(rule, name, float(value))
+
+
+def _bool(rule: object, name: str) -> None:
+    value = getattr(rule, name)
+    if not isinstance(value, bool):
+        raise _type_error(rule, name, "a bool", value)
+
+
+def _choice(rule: object, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(rule, name)
+    if not isinstance(value, str):
+        raise _type_error(rule, name, "a str", value)
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise RuleValueError(f"{_who(rule)}: {name} must be one of {allowed}, got {value!r}")
+
+
+def _text(rule: object, name: str, max_chars: int) -> None:
+    value = getattr(rule, name)
+    if not isinstance(value, str):
+        raise _type_error(rule, name, "a str", value)
+    if not value:
+        raise RuleValueError(f"{_who(rule)}: {name} must not be empty")
+    if len(value) > max_chars:
+        raise RuleValueError(
+            f"{_who(rule)}: {name} must be at most {max_chars} characters, got {len(value)}")
+
+
+def _common(rule: Rule) -> None:
+    if not isinstance(rule.id, str):
+        raise RuleTypeError(f"{type(rule).__name__}: id must be a str, got {type(rule.id).__name__}")
+    if not rule.id or rule.id != rule.id.strip() or len(rule.id) > 200:
+        raise RuleValueError(
+            f"{type(rule).__name__}: id must be 1-200 characters without surrounding whitespace,"
+            f" got {rule.id!r}")
+    _choice(rule, "channel", CHANNELS)
+    _choice(rule, "action", ACTIONS)
+    _bool(rule, "once")
+
+
+def _windowed(rule: Rule) -> None:
+    _common(rule)
+    _int(rule, "every_bytes", 1, _MAX_EVERY_BYTES)
+
+
+def _phrase_tuple(rule: object, name: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise _type_error(rule, name, "a sequence of str", value)
+    items = tuple(value)
+    if not items:
+        raise RuleValueError(f"{_who(rule)}: {name} must hold at least one phrase")
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise RuleTypeError(
+                f"{_who(rule)}: {name}[{i}] must be a str, got {type(item).__name__}")
+        if not item:
+            raise RuleValueError(f"{_who(rule)}: {name}[{i}] must not be empty")
+        if len(item) > MAX_PHRASE_CHARS:
+            raise RuleValueError(
+                f"{_who(rule)}: {name}[{i}] must be at most {MAX_PHRASE_CHARS} characters,"
+                f" got {len(item)}")
+    return items
+
+
+# --------------------------------------------------------------------------- rules
+
+class Rule:
+    """Base of all rules. ``kind`` names the detector; ``windowed`` says whether it is throttled."""
+
+    kind: ClassVar[str]
+    windowed: ClassVar[bool]
+    id: str
+    channel: str
+    action: str
+    once: bool
+
+    def phrase_list(self) -> tuple[str, ...]:
+        """The phrases this rule matches (empty for line and tail rules)."""
+        return ()
+
+    @property
+    def ignores_case(self) -> bool:
+        return bool(getattr(self, "ignore_case", False))
+
+    @property
+    def suppresses_quoted(self) -> bool:
+        return bool(getattr(self, "suppress_quoted", False))
+
+
+@dataclass(frozen=True, slots=True)
+class Phrases(Rule):
+    """Fires when any of ``phrases`` occurs in the channel view.
+
+    Matches straddle deltas. The occurrence that ends first fires (ties: the longest phrase);
+    evidence is the phrase as declared and ``offset`` its end offset. ``ignore_case`` folds ASCII
+    letters only. ``suppress_quoted`` ignores mentions: an occurrence after an unclosed backtick or
+    quote (``"`` ``“`` ``「``) on its line, or on a line holding two or more phrase occurrences with
+    ``|``, ``,``, ``，`` or ``、`` between them; such rules decide at the end of the line.
+    """
+
+    kind: ClassVar[str] = "phrase"
+    windowed: ClassVar[bool] = False
+
+    id: str
+    phrases: tuple[str, ...]
+    channel: str = "combined"
+    action: str = "remind"
+    ignore_case: bool = False
+    suppress_quoted: bool = False
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "phrases", _phrase_tuple(self, "phrases", self.phrases))
+        _common(self)
+        _bool(self, "ignore_case")
+        _bool(self, "suppress_quoted")
+
+    def phrase_list(self) -> tuple[str, ...]:
+        return self.phrases
+
+
+@dataclass(frozen=True, slots=True)
+class Marker(Rule):
+    """Fires when ``token`` occurs (one phrase; for stop markers such as ``<<END>>``)."""
+
+    kind: ClassVar[str] = "marker"
+    windowed: ClassVar[bool] = False
+
+    id: str
+    token: str
+    channel: str = "combined"
+    action: str = "abort"
+    ignore_case: bool = False
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _text(self, "token", MAX_PHRASE_CHARS)
+        _common(self)
+        _bool(self, "ignore_case")
+
+    def phrase_list(self) -> tuple[str, ...]:
+        return (self.token,)
+
+
+def _langs(rule: object, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Iterable):
+        raise _type_error(rule, "lang", "a str or a sequence of str", value)
+    langs = tuple(value)
+    if not langs:
+        raise RuleValueError(f"{_who(rule)}: lang must name at least one of 'zh', 'en'")
+    for lang in langs:
+        if lang not in ("zh", "en"):
+            raise RuleValueError(f"{_who(rule)}: lang must be 'zh' or 'en', got {lang!r}")
+    return tuple(dict.fromkeys(langs))
+
+
+@dataclass(frozen=True, slots=True)
+class _Anxiety(Rule):
+    windowed: ClassVar[bool] = False
+    topic: ClassVar[str]
+
+    id: str
+    lang: tuple[str, ...] = ("zh", "en")
+    extra: tuple[str, ...] = ()
+    channel: str = "reasoning"
+    action: str = "remind"
+    suppress_quoted: bool = True
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lang", _langs(self, self.lang))
+        extra = _phrase_tuple(self, "extra", self.extra) if self.extra != () else ()
+        object.__setattr__(self, "extra", extra)
+        _common(self)
+        _bool(self, "suppress_quoted")
+
+    @property
+    def ignore_case(self) -> bool:
+        return True
+
+    def phrase_list(self) -> tuple[str, ...]:
+        from .vocab import phrases_for
+
+        return tuple(dict.fromkeys(phrases_for(self.topic, self.lang) + self.extra))
+
+
+@dataclass(frozen=True, slots=True)
+class TimeAnxiety(_Anxiety):
+    """Reasoning that treats time as a threat ("running out of time", ``时间不够``).
+
+    Phrases from :mod:`contextcare.vocab` in the languages of ``lang`` (plus ``extra``), matched
+    case-insensitively (ASCII), on the reasoning channel, quoted mentions suppressed.
+    """
+
+    kind: ClassVar[str] = "time-anxiety"
+    topic: ClassVar[str] = "time"
+
+    id: str = "time-anxiety"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextAnxiety(_Anxiety):
+    """Reasoning that treats the context window as a threat ("context is almost full")."""
+
+    kind: ClassVar[str] = "context-anxiety"
+    topic: ClassVar[str] = "context"
+
+    id: str = "context-anxiety"
+
+
+@dataclass(frozen=True, slots=True)
+class LineRepeat(Rule):
+    """The same line over and over, over the window of the last ``line_window`` lines.
+
+    Fires when the window holds at least ``min_lines`` lines and either the most frequent line
+    occurs ``min_count`` times and makes up ``min_ratio`` of the window, or (``min_run`` > 0) the
+    longest run of identical consecutive lines reaches ``min_run``.
+    """
+
+    kind: ClassVar[str] = "line-repeat"
+    windowed: ClassVar[bool] = True
+
+    id: str
+    min_lines: int = 30
+    min_count: int = 30
+    min_ratio: float = 0.35
+    min_run: int = 12
+    every_bytes: int = 300
+    channel: str = "combined"
+    action: str = "abort"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "min_lines", 1, _MAX_COUNT)
+        _int(self, "min_count", 1, _MAX_COUNT)
+        _ratio(self, "min_ratio")
+        _int(self, "min_run", 0, _MAX_COUNT)
+
+
+@dataclass(frozen=True, slots=True)
+class LineCycle(Rule):
+    """A short cycle of short lines: the ``top`` most frequent lines of at most ``max_line_chars``
+    characters cover ``cover_ratio`` of a window of at least ``min_lines`` lines."""
+
+    kind: ClassVar[str] = "line-cycle"
+    windowed: ClassVar[bool] = True
+
+    id: str
+    max_line_chars: int = 8
+    min_lines: int = 24
+    top: int = 3
+    cover_ratio: float = 0.6
+    every_bytes: int = 300
+    channel: str = "combined"
+    action: str = "remind"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "max_line_chars", 1, EVIDENCE_LINE_CHARS)
+        _int(self, "min_lines", 1, _MAX_COUNT)
+        _int(self, "top", 1, 64)
+        _ratio(self, "cover_ratio")
+
+
+@dataclass(frozen=True, slots=True)
+class FillerLines(Rule):
+    """Filler murmurs: lines of at most ``max_line_chars`` characters holding a character of
+    ``fillers`` number at least ``min_count`` and make up ``min_ratio`` of the window."""
+
+    kind: ClassVar[str] = "filler-lines"
+    windowed: ClassVar[bool] = True
+
+    id: str
+    fillers: str = DEFAULT_FILLERS
+    max_line_chars: int = 6
+    min_count: int = 5
+    min_ratio: float = 0.4
+    every_bytes: int = 300
+    channel: str = "combined"
+    action: str = "remind"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _text(self, "fillers", 256)
+        object.__setattr__(self, "fillers", "".join(dict.fromkeys(self.fillers)))
+        _windowed(self)
+        _int(self, "max_line_chars", 1, EVIDENCE_LINE_CHARS)
+        _int(self, "min_count", 1, _MAX_COUNT)
+        _ratio(self, "min_ratio")
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixMonotony(Rule):
+    """Lines that all open the same way: the prefix of a line is its text up to and including the
+    first of ``delimiters`` when that prefix is at most ``max_prefix_chars`` characters long. The
+    most common prefix needs ``min_count`` lines and ``min_ratio`` of a window of ``min_lines``."""
+
+    kind: ClassVar[str] = "prefix-monotony"
+    windowed: ClassVar[bool] = True
+
+    id: str
+    delimiters: str = DEFAULT_DELIMITERS
+    max_prefix_chars: int = 3
+    min_lines: int = 10
+    min_count: int = 10
+    min_ratio: float = 0.5
+    every_bytes: int = 300
+    channel: str = "combined"
+    action: str = "remind"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _text(self, "delimiters", 64)
+        object.__setattr__(self, "delimiters", "".join(dict.fromkeys(self.delimiters)))
+        _windowed(self)
+        _int(self, "max_prefix_chars", 1, 8)
+        _int(self, "min_lines", 1, _MAX_COUNT)
+        _int(self, "min_count", 1, _MAX_COUNT)
+        _ratio(self, "min_ratio")
+
+
+@dataclass(frozen=True, slots=True)
+class TailRepeat(Rule):
+    """The end of the view is one unit repeated back to back, newlines or not.
+
+    Looks at the last ``window_chars`` characters (since the last channel switch, for the combined
+    view). Fires for the shortest period ``p <= max_period`` such that the tail is periodic with
+    period ``p`` over at least ``min_chars`` characters and ``min_repeats`` whole units, and the
+    unit holds a word character (units of only whitespace, punctuation, symbols or box drawing —
+    dividers, table borders — never count). Evidence: ``unit`` (first 40 characters), ``period``
+    and ``repeats`` (whole units inside the checked window).
+    """
+
+    kind: ClassVar[str] = "tail-repeat"
+    windowed: ClassVar[bool] = True
+
+    id: str
+    max_period: int = 256
+    min_repeats: int = 3
+    min_chars: int = 240
+    window_chars: int = 768
+    every_bytes: int = 300
+    channel: str = "combined"
+    action: str = "abort"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "window_chars", 2, 65536)
+        _int(self, "max_period", 1, self.window_chars // 2)
+        _int(self, "min_repeats", 2, self.window_chars)
+        _int(self, "min_chars", 2, self.window_chars)
+
+
+AnyRule = Union[Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
+                PrefixMonotony, TailRepeat]
+
+_LINE_RULES = (LineRepeat, LineCycle, FillerLines, PrefixMonotony)
+
+
+# --------------------------------------------------------------------------- ruleset options
+
+@dataclass(frozen=True, slots=True)
+class RulesetOptions:
+    """Options shared by every rule of a ruleset (validated here for both engines)."""
+
+    line_window: int = 80
+    min_line_chars: int = 3
+    evidence_chars: int = 600
+    mask_code_fences: bool = False
+
+    id: str = field(default="Ruleset", repr=False)
+
+    def __post_init__(self) -> None:
+        _int(self, "line_window", 1, _MAX_COUNT)
+        _int(self, "min_line_chars", 1, MAX_PHRASE_CHARS)
+        _int(self, "evidence_chars", 0, 65536)
+        _bool(self, "mask_code_fences")
+
+
+def check_rules(rules: object, options: RulesetOptions) -> tuple[Rule, ...]:
+    """Validate a rule sequence against the ruleset options; return it as a tuple.
+
+    Checks what a single rule cannot know: unique ids, thresholds that the line window can reach,
+    and the limits on the phrase set.
+    """
+    if isinstance(rules, (str, bytes, Rule)) or not isinstance(rules, Iterable):
+        raise RuleTypeError(
+            f"Ruleset: rules must be a sequence of rules, got {type(rules).__name__}")
+    out = tuple(rules)
+    seen: set[str] = set()
+    n_phrases = 0
+    n_bytes = 0
+    for i, rule in enumerate(out):
+        if not isinstance(rule, Rule):
+            raise RuleTypeError(f"Ruleset: rules[{i}] must be a rule, got {type(rule).__name__}")
+        if rule.id in seen:
+            raise RuleValueError(f"Ruleset: duplicate rule id {rule.id!r} (rules[{i}])")
+        seen.add(rule.id)
+        if isinstance(rule, _LINE_RULES):
+            for name in ("min_lines", "min_count", "min_run"):
+                value = getattr(rule, name, None)
+                if value is not None and value > options.line_window:
+                    raise RuleValueError(
+                        f"{_who(rule)}: {name} must be at most line_window"
+                        f" ({options.line_window}), got {value}; it could never be reached")
+        phrases = rule.phrase_list()
+        n_phrases += len(phrases)
+        n_bytes += sum(len(p.encode("utf-8", "surrogatepass")) for p in phrases)
+    if n_phrases > MAX_PHRASES:
+        raise RuleValueError(
+            f"Ruleset: rules hold {n_phrases} phrases; at most {MAX_PHRASES} are supported")
+    if n_bytes > MAX_PHRASE_BYTES:
+        raise RuleValueError(
+            f"Ruleset: the phrases of all rules take {n_bytes} UTF-8 bytes; at most"
+            f" {MAX_PHRASE_BYTES} are supported")
+    return out
+
+
+def check_feed_channel(channel: object) -> str:
+    if not isinstance(channel, str):
+        raise RuleTypeError(f"channel must be a str, got {type(channel).__name__}")
+    if channel not in FEED_CHANNELS:
+        raise RuleValueError(f"channel must be 'text' or 'reasoning', got {channel!r}")
+    return channel
+
+
+def check_text(text: object, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise RuleTypeError(f"{name} must be a str, got {type(text).__name__}")
+    return text
+
+
+def check_splits(splits: Sequence[int] | None, length: int) -> list[int]:
+    """Validate delta end offsets for ``replay`` (the pure-Python form; the native engine checks
+    the same conditions in C)."""
+    if splits is None:
+        return [length] if length else []
+    try:
+        ends = [int(s) for s in splits]  # type: ignore[union-attr]
+    except TypeError:
+        raise RuleTypeError(
+            f"splits must be a sequence of int offsets, got {type(splits).__name__}") from None
+    prev = 0
+    for i, end in enumerate(ends):
+        if end < prev:
+            raise RuleValueError(
+                f"splits must be non-decreasing offsets in [0, len(text)]; splits[{i}] = {end}"
+                f" follows {prev}")
+        prev = end
+    if (ends[-1] if ends else 0) != length:
+        raise RuleValueError(
+            f"splits must end at len(text) = {length}, got {ends[-1] if ends else 'no splits'}")
+    return ends
