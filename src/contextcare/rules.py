@@ -18,9 +18,10 @@ Rule families:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Union
+from typing import ClassVar, SupportsIndex, Union
 
 from .errors import RuleTypeError, RuleValueError
 
@@ -186,7 +187,7 @@ class Phrases(Rule):
     windowed: ClassVar[bool] = False
 
     id: str
-    phrases: tuple[str, ...]
+    phrases: Sequence[str]
     channel: str = "combined"
     action: str = "remind"
     ignore_case: bool = False
@@ -200,7 +201,7 @@ class Phrases(Rule):
         _bool(self, "suppress_quoted")
 
     def phrase_list(self) -> tuple[str, ...]:
-        return self.phrases
+        return tuple(self.phrases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,8 +247,8 @@ class _Anxiety(Rule):
     topic: ClassVar[str]
 
     id: str
-    lang: tuple[str, ...] = ("zh", "en")
-    extra: tuple[str, ...] = ()
+    lang: str | Sequence[str] = ("zh", "en")
+    extra: Sequence[str] = ()
     channel: str = "reasoning"
     action: str = "remind"
     suppress_quoted: bool = True
@@ -267,7 +268,7 @@ class _Anxiety(Rule):
     def phrase_list(self) -> tuple[str, ...]:
         from .vocab import phrases_for
 
-        return tuple(dict.fromkeys(phrases_for(self.topic, self.lang) + self.extra))
+        return tuple(dict.fromkeys(phrases_for(self.topic, tuple(self.lang)) + tuple(self.extra)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,22 +520,28 @@ def check_text(text: object, name: str = "text") -> str:
     return text
 
 
-def check_splits(splits: Sequence[int] | None, length: int) -> list[int]:
+def check_splits(splits: Iterable[SupportsIndex] | None, length: int) -> list[int]:
     """Validate delta end offsets for ``replay`` (the pure-Python form; the native engine checks
-    the same conditions in C)."""
+    the same conditions in C): integers (``operator.index``), non-decreasing, within
+    ``[0, length]``, the last equal to ``length``."""
     if splits is None:
         return [length] if length else []
-    try:
-        ends = [int(s) for s in splits]  # type: ignore[union-attr]
-    except TypeError:
+    if isinstance(splits, (str, bytes)) or not isinstance(splits, Iterable):
         raise RuleTypeError(
-            f"splits must be a sequence of int offsets, got {type(splits).__name__}") from None
+            f"splits must be a sequence of int offsets, got {type(splits).__name__}")
+    ends: list[int] = []
+    for i, item in enumerate(splits):
+        try:
+            ends.append(operator.index(item))
+        except TypeError:
+            raise RuleTypeError(
+                f"splits[{i}] must be an int, got {type(item).__name__}") from None
     prev = 0
     for i, end in enumerate(ends):
-        if end < prev:
+        if end < prev or end > length:
             raise RuleValueError(
-                f"splits must be non-decreasing offsets in [0, len(text)]; splits[{i}] = {end}"
-                f" follows {prev}")
+                f"splits must be non-decreasing offsets in [0, len(text) = {length}];"
+                f" splits[{i}] = {end} follows {prev}")
         prev = end
     if (ends[-1] if ends else 0) != length:
         raise RuleValueError(

@@ -1,0 +1,670 @@
+"""The pure-Python engine: the executable specification of ``docs/semantics.md``.
+
+This module has the same API as the native engine (:mod:`contextcare._engine`): a
+:class:`Ruleset` compiled once from rule objects, and a :class:`Watcher` per stream that is fed
+text deltas and returns :class:`~contextcare.detection.Detection` values. It is written for
+clarity, not speed: every step of the per-character processing order of ``docs/semantics.md`` is
+a visible step here, so it serves as the oracle of the differential and split-invariance tests.
+
+Where the native engine uses an Aho–Corasick automaton, this one checks, at every character, which
+declared phrases end there (a phrase can only end at a character equal to its last one, so the
+phrases are indexed by their last code point). Where the native engine keeps hashes and counters,
+this one keeps the lines themselves and recounts the window at each check.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import re
+import threading
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .detection import Detection
+from .errors import RuleTypeError, RuleValueError
+from .rules import (
+    CHANNELS,
+    EVIDENCE_LINE_CHARS,
+    FillerLines,
+    LineCycle,
+    LineRepeat,
+    PrefixMonotony,
+    Rule,
+    RulesetOptions,
+    TailRepeat,
+    check_feed_channel,
+    check_rules,
+    check_splits,
+    check_text,
+)
+
+__all__ = ["Ruleset", "Watcher"]
+
+#: A completed, stripped line that opens or closes a fenced code block.
+_FENCE_LINE = re.compile(r"(`{3,}|~{3,})[A-Za-z0-9_+-]*")
+#: ASCII letters folded to lower case; every other code point is left alone.
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+#: Characters that count as separators on a line, for the list-line rule of ``suppress_quoted``.
+_SEPARATORS = frozenset("|,，、")
+_NO_DETECTIONS: tuple[Detection, ...] = ()
+
+
+def _fold(text: str) -> str:
+    return text.translate(_ASCII_FOLD)
+
+
+def _utf8_len(c: str) -> int:
+    """UTF-8 length of one code point; a lone surrogate takes 3 bytes (``surrogatepass``)."""
+    cp = ord(c)
+    if cp < 0x80:
+        return 1
+    if cp < 0x800:
+        return 2
+    if cp < 0x10000:
+        return 3
+    return 4
+
+
+def _is_word_char(c: str) -> bool:
+    """The word-character rule of ``TailRepeat``: a unit must hold one of these to count.
+
+    Below U+0080 only ASCII letters and digits; above, anything but whitespace, U+2000-U+2BFF
+    (punctuation, arrows, math, box drawing, shapes) and U+3000-U+303F (CJK punctuation)."""
+    cp = ord(c)
+    if cp < 0x80:
+        return c.isascii() and c.isalnum()
+    if c.isspace():
+        return False
+    return not (0x2000 <= cp <= 0x2BFF or 0x3000 <= cp <= 0x303F)
+
+
+# --------------------------------------------------------------------------- compiled ruleset
+
+@dataclass(frozen=True)
+class _PhraseEntry:
+    """One declared phrase of one phrase rule, as the matcher sees it."""
+
+    rule_index: int
+    position: int      # index in the rule's phrase list (ties between equal lengths: lowest)
+    phrase: str        # as declared (the evidence)
+    key: str           # what is compared with the view's text: the phrase, folded if ignore_case
+    folded: bool
+
+
+@dataclass(frozen=True)
+class _ViewPlan:
+    """What one channel view has to do: its phrase rules (indexed by last code point) and its
+    windowed rules, both in rule order."""
+
+    name: str
+    phrase_rules: tuple[int, ...]
+    by_last_exact: dict[str, tuple[_PhraseEntry, ...]]
+    by_last_folded: dict[str, tuple[_PhraseEntry, ...]]
+    windowed_rules: tuple[int, ...]
+    recent_chars: int   # how much text since the barrier the view keeps (phrases, TailRepeat)
+
+
+def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
+    exact: dict[str, list[_PhraseEntry]] = {}
+    folded: dict[str, list[_PhraseEntry]] = {}
+    phrase_rules: list[int] = []
+    windowed: list[int] = []
+    recent = 1
+    for index, rule in enumerate(rules):
+        if rule.channel != name:
+            continue
+        if rule.windowed:
+            windowed.append(index)
+            if isinstance(rule, TailRepeat):
+                recent = max(recent, rule.window_chars)
+            continue
+        phrase_rules.append(index)
+        fold = rule.ignores_case
+        for position, phrase in enumerate(rule.phrase_list()):
+            key = _fold(phrase) if fold else phrase
+            entry = _PhraseEntry(index, position, phrase, key, fold)
+            (folded if fold else exact).setdefault(key[-1], []).append(entry)
+            recent = max(recent, len(phrase))
+    return _ViewPlan(
+        name=name,
+        phrase_rules=tuple(phrase_rules),
+        by_last_exact={k: tuple(v) for k, v in exact.items()},
+        by_last_folded={k: tuple(v) for k, v in folded.items()},
+        windowed_rules=tuple(windowed),
+        recent_chars=recent,
+    )
+
+
+class Ruleset:
+    """Rules compiled once: immutable, shareable between threads, picklable.
+
+    ``rules`` is a sequence of rule objects (:mod:`contextcare.rules`); the keyword options apply
+    to every rule (see :class:`~contextcare.rules.RulesetOptions`). Both are validated here.
+    """
+
+    __slots__ = ("_options", "_plans", "_rules")
+
+    def __init__(self, rules: Sequence[Rule], /, *, line_window: int = 80, min_line_chars: int = 3,
+                 evidence_chars: int = 600, mask_code_fences: bool = False) -> None:
+        options = RulesetOptions(line_window=line_window, min_line_chars=min_line_chars,
+                                 evidence_chars=evidence_chars, mask_code_fences=mask_code_fences)
+        self._rules = check_rules(rules, options)
+        self._options = options
+        watched = {rule.channel for rule in self._rules}
+        # Views in the fixed order text, reasoning, combined (finish() ends lines in this order).
+        self._plans = tuple(_plan_view(name, self._rules) for name in CHANNELS if name in watched)
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """The rules, in the order given (the order detections of one character are reported)."""
+        return self._rules
+
+    @property
+    def options(self) -> RulesetOptions:
+        return self._options
+
+    def _option_kwargs(self) -> dict[str, Any]:
+        o = self._options
+        return {"line_window": o.line_window, "min_line_chars": o.min_line_chars,
+                "evidence_chars": o.evidence_chars, "mask_code_fences": o.mask_code_fences}
+
+    def watcher(self) -> Watcher:
+        """A fresh watcher (the state of one stream) over this ruleset."""
+        return Watcher(self)
+
+    def replay(self, text: str, /, splits: Sequence[int] | None = None, *,
+               channel: str = "text") -> list[Detection]:
+        """Feed ``text`` to a fresh watcher as deltas ending at ``splits`` (the whole text as one
+        delta by default) on ``channel``, then ``finish()``; return every detection in order."""
+        text = check_text(text, "text")
+        channel = check_feed_channel(channel)
+        ends = check_splits(splits, len(text))
+        watcher = self.watcher()
+        out: list[Detection] = []
+        prev = 0
+        for end in ends:
+            out.extend(watcher.feed(text[prev:end], channel))
+            prev = end
+        out.extend(watcher.finish())
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Not (Ruleset, (rules,), options): rebuilding with the default options first would reject
+        # rules whose thresholds only fit a larger line_window.
+        return (_rebuild_ruleset, (self._rules, self._option_kwargs()))
+
+    def __repr__(self) -> str:
+        ids = [rule.id for rule in self._rules]
+        opts = ", ".join(f"{k}={v!r}" for k, v in self._option_kwargs().items())
+        return f"Ruleset({ids!r}, {opts})"
+
+
+def _rebuild_ruleset(rules: tuple[Rule, ...], options: dict[str, Any]) -> Ruleset:
+    """Unpickle a :class:`Ruleset`."""
+    return Ruleset(rules, **options)
+
+
+# --------------------------------------------------------------------------- per-view state
+
+@dataclass
+class _Occurrence:
+    """A phrase occurrence kept for a ``suppress_quoted`` rule until its line ends."""
+
+    offset: int
+    phrase: str
+
+
+@dataclass
+class _ViewState:
+    """The state of one channel view (see "Views" and "Per character" in docs/semantics.md)."""
+
+    chars: int = 0
+    bytes: int = 0
+    recent: str = ""                  # text since the tail barrier (bounded to plan.recent_chars)
+    pending: str = ""                 # the pending line (unstripped)
+    window: deque[str] = field(default_factory=deque)
+    inside_fence: bool = False
+    # Quote state of the current line (suppress_quoted).
+    backticks: int = 0
+    double_quote: bool = False
+    curly: bool = False
+    corner: bool = False
+    separators: int = 0
+    # Phrase occurrences of the current line: the separator count seen at each end position.
+    line_occurrences: list[int] = field(default_factory=list)
+    # suppress_quoted rule index -> first unquoted occurrence on the current line.
+    kept: dict[int, _Occurrence] = field(default_factory=dict)
+    # windowed rule index -> next throttle position, in UTF-8 bytes of this view.
+    next_check: dict[int, int] = field(default_factory=dict)
+
+    def clear_quote_state(self) -> None:
+        self.backticks = 0
+        self.double_quote = self.curly = self.corner = False
+        self.separators = 0
+
+    @property
+    def quoted(self) -> bool:
+        return self.backticks % 2 == 1 or self.double_quote or self.curly or self.corner
+
+
+@dataclass
+class _State:
+    views: dict[str, _ViewState]
+    fired: set[str] = field(default_factory=set)
+    tail: str = ""
+    last_channel: str | None = None
+    finished: bool = False
+
+
+# A detection waiting to be ordered: (rule index, detection).
+_Pending = tuple[int, Detection]
+
+
+class Watcher:
+    """The state of one stream (one attempt of one reply) over a :class:`Ruleset`."""
+
+    __slots__ = ("_lock", "_ruleset", "_state")
+
+    def __init__(self, ruleset: Ruleset) -> None:
+        if not isinstance(ruleset, Ruleset):
+            raise RuleTypeError(f"ruleset must be a Ruleset, got {type(ruleset).__name__}")
+        self._ruleset = ruleset
+        self._state = self._fresh_state()
+        self._lock = threading.Lock()
+
+    def _fresh_state(self) -> _State:
+        views: dict[str, _ViewState] = {}
+        for plan in self._ruleset._plans:
+            view = _ViewState()
+            for index in plan.windowed_rules:
+                view.next_check[index] = self._rule(index).every_bytes  # type: ignore[attr-defined]
+            views[plan.name] = view
+        return _State(views=views)
+
+    def _rule(self, index: int) -> Rule:
+        return self._ruleset._rules[index]
+
+    def _busy(self) -> _Busy:
+        return _Busy(self._lock)
+
+    # ----------------------------------------------------------------------- public API
+
+    @property
+    def ruleset(self) -> Ruleset:
+        return self._ruleset
+
+    @property
+    def fired(self) -> frozenset[str]:
+        """Ids of the rules that fired in this attempt."""
+        return frozenset(self._state.fired)
+
+    @property
+    def finished(self) -> bool:
+        return self._state.finished
+
+    def feed(self, text: str, /, channel: str = "text") -> tuple[Detection, ...]:
+        """Append a delta on ``channel`` ("text" or "reasoning"); return what fired, in order."""
+        text = check_text(text, "text")
+        channel = check_feed_channel(channel)
+        with self._busy():
+            state = self._state
+            if state.finished:
+                raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+            if not text:
+                return _NO_DETECTIONS
+            out: list[Detection] = []
+            if state.last_channel is not None and state.last_channel != channel:
+                out.extend(self._switch())
+            state.last_channel = channel
+            self._append_tail(text)
+            targets = [name for name in (channel, "combined") if name in state.views]
+            plans = {plan.name: plan for plan in self._ruleset._plans}
+            for c in text:
+                fired_here: list[_Pending] = []
+                for name in targets:
+                    fired_here.extend(self._push_char(plans[name], state.views[name], c))
+                out.extend(_in_rule_order(fired_here))
+            return tuple(out) if out else _NO_DETECTIONS
+
+    def finish(self) -> tuple[Detection, ...]:
+        """End of stream: complete every pending line, resolve quoted candidates, check every
+        windowed rule once more. A second call returns ``()``."""
+        with self._busy():
+            state = self._state
+            if state.finished:
+                return _NO_DETECTIONS
+            state.finished = True
+            pending: list[_Pending] = []
+            for plan in self._ruleset._plans:
+                view = state.views[plan.name]
+                if view.pending:
+                    pending.extend(self._end_line(plan, view))
+            for plan in self._ruleset._plans:
+                view = state.views[plan.name]
+                for index in plan.windowed_rules:
+                    pending.extend(self._check(index, view))
+            out = _in_rule_order(pending)
+            return tuple(out) if out else _NO_DETECTIONS
+
+    def reset(self) -> None:
+        """Start a new attempt: forget all text, lines and fired rules."""
+        with self._busy():
+            self._state = self._fresh_state()
+
+    def tail(self, n: int | None = None) -> str:
+        """The last ``min(n, evidence_chars)`` code points fed in this attempt, both channels in
+        arrival order without separators (``n=None``: ``evidence_chars``)."""
+        limit = self._ruleset._options.evidence_chars
+        if n is not None:
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise RuleTypeError(f"n must be an int or None, got {type(n).__name__}")
+            if n < 0:
+                raise RuleValueError(f"n must be >= 0, got {n}")
+            limit = min(limit, n)
+        return self._state.tail[-limit:] if limit else ""
+
+    def copy(self) -> Watcher:
+        """An independent watcher in the same state (it continues exactly as this one would)."""
+        with self._busy():
+            twin = Watcher(self._ruleset)
+            twin._state = _copy.deepcopy(self._state)
+            return twin
+
+    def __repr__(self) -> str:
+        s = self._state
+        return (f"<Watcher rules={len(self._ruleset._rules)} fired={sorted(s.fired)!r}"
+                f" finished={s.finished}>")
+
+    # ----------------------------------------------------------------------- internals
+
+    def _append_tail(self, text: str) -> None:
+        limit = self._ruleset._options.evidence_chars
+        tail = self._state.tail + text
+        self._state.tail = tail[-limit:] if limit else ""
+
+    def _may_fire(self, index: int) -> bool:
+        rule = self._rule(index)
+        return not rule.once or rule.id not in self._state.fired
+
+    def _fire(self, index: int, offset: int, view_name: str, **evidence: Any) -> _Pending:
+        rule = self._rule(index)
+        self._state.fired.add(rule.id)
+        return index, Detection(rule=rule.id, kind=rule.kind, action=rule.action,
+                                channel=view_name, offset=offset, **evidence)
+
+    def _switch(self) -> list[Detection]:
+        """The combined view's work at a channel switch (docs/semantics.md, "Views")."""
+        view = self._state.views.get("combined")
+        if view is None:
+            return []
+        plan = next(p for p in self._ruleset._plans if p.name == "combined")
+        pending = self._end_line(plan, view)
+        view.recent = ""            # phrase automata to the start state; the tail barrier
+        view.clear_quote_state()
+        view.inside_fence = False
+        return _in_rule_order(pending)
+
+    def _push_char(self, plan: _ViewPlan, view: _ViewState, c: str) -> list[_Pending]:
+        """Steps 1-5 of "Per character" for one code point on one view."""
+        out: list[_Pending] = []
+        # 1. counters and the text since the barrier
+        view.chars += 1
+        view.bytes += _utf8_len(c)
+        view.recent += c
+        if len(view.recent) > 2 * plan.recent_chars:
+            view.recent = view.recent[-plan.recent_chars:]
+        # 2. phrases ending at c
+        if plan.phrase_rules:
+            out.extend(self._match_phrases(plan, view, c))
+        # 3. quote state (after phrases: a phrase ending at c does not see c)
+        if c == "`":
+            view.backticks += 1
+        elif c == '"':
+            view.double_quote = not view.double_quote
+        elif c == "“":
+            view.curly = True
+        elif c == "”":
+            view.curly = False
+        elif c == "「":
+            view.corner = True
+        elif c == "」":
+            view.corner = False
+        elif c in _SEPARATORS:
+            view.separators += 1
+        elif c == "\n":
+            view.clear_quote_state()
+        # 4. line builder
+        if c == "\n":
+            out.extend(self._end_line(plan, view))
+        else:
+            view.pending += c
+        # 5. throttle
+        for index in plan.windowed_rules:
+            every = self._rule(index).every_bytes  # type: ignore[attr-defined]
+            if view.bytes >= view.next_check[index]:
+                out.extend(self._check(index, view))
+                view.next_check[index] = (view.bytes // every + 1) * every
+        return out
+
+    def _match_phrases(self, plan: _ViewPlan, view: _ViewState, c: str) -> list[_Pending]:
+        """Step 2: every phrase occurrence ending at ``c`` (the last character of
+        ``view.recent``); per rule the longest, then the first declared."""
+        candidates = plan.by_last_exact.get(c, ()) + plan.by_last_folded.get(_fold(c), ())
+        if not candidates:
+            return []
+        recent = view.recent
+        best: dict[int, _PhraseEntry] = {}
+        for entry in candidates:
+            size = len(entry.key)
+            if size > len(recent):
+                continue
+            end = recent[-size:]
+            if (_fold(end) if entry.folded else end) != entry.key:
+                continue
+            current = best.get(entry.rule_index)
+            if current is None or (len(entry.phrase), -entry.position) > (
+                    len(current.phrase), -current.position):
+                best[entry.rule_index] = entry
+        if not best:
+            return []
+        # An occurrence at this end position, for the list-line rule of suppress_quoted.
+        view.line_occurrences.append(view.separators)
+        out: list[_Pending] = []
+        for index in sorted(best):
+            if not self._may_fire(index):
+                continue
+            rule = self._rule(index)
+            phrase = best[index].phrase
+            if not rule.suppresses_quoted:
+                out.append(self._fire(index, view.chars, plan.name, phrase=phrase))
+            elif not view.quoted and index not in view.kept:
+                view.kept[index] = _Occurrence(view.chars, phrase)
+        return out
+
+    def _end_line(self, plan: _ViewPlan, view: _ViewState) -> list[_Pending]:
+        """A line of the view is complete: decide its quoted candidates, then window it."""
+        out: list[_Pending] = []
+        occurrences = view.line_occurrences
+        is_list_line = len(occurrences) >= 2 and occurrences[-1] > occurrences[0]
+        if not is_list_line:
+            for index in sorted(view.kept):
+                if self._may_fire(index):
+                    kept = view.kept[index]
+                    out.append(self._fire(index, kept.offset, plan.name, phrase=kept.phrase))
+        view.kept = {}
+        view.line_occurrences = []
+        stripped = view.pending.strip()
+        view.pending = ""
+        options = self._ruleset._options
+        if options.mask_code_fences:
+            if _FENCE_LINE.fullmatch(stripped):
+                view.inside_fence = not view.inside_fence
+                return out
+            if view.inside_fence:
+                return out
+        if len(stripped) < options.min_line_chars:
+            return out
+        view.window.append(stripped)
+        if len(view.window) > options.line_window:
+            view.window.popleft()
+        return out
+
+    def _check(self, index: int, view: _ViewState) -> list[_Pending]:
+        """Run windowed rule ``index`` on its view now (if it may still fire)."""
+        if not self._may_fire(index):
+            return []
+        rule = self._rule(index)
+        if isinstance(rule, TailRepeat):
+            if self._ruleset._options.mask_code_fences and view.inside_fence:
+                return []
+            evidence = _tail_repeat(rule, view.recent)
+        elif isinstance(rule, LineRepeat):
+            evidence = _line_repeat(rule, list(view.window))
+        elif isinstance(rule, LineCycle):
+            evidence = _line_cycle(rule, list(view.window))
+        elif isinstance(rule, FillerLines):
+            evidence = _filler_lines(rule, list(view.window))
+        elif isinstance(rule, PrefixMonotony):
+            evidence = _prefix_monotony(rule, list(view.window))
+        else:  # pragma: no cover - check_rules only admits the kinds above as windowed
+            raise TypeError(f"unknown windowed rule {rule!r}")
+        if evidence is None:
+            return []
+        return [self._fire(index, view.chars, rule.channel, **evidence)]
+
+
+class _Busy:
+    """Refuses concurrent use of one watcher (RuntimeError) instead of corrupting it."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("this Watcher is being used from another thread")
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def _in_rule_order(pending: list[_Pending]) -> list[Detection]:
+    """Detections that fired at the same character (or switch, or finish) in rule order."""
+    return [detection for _, detection in sorted(pending, key=lambda item: item[0])]
+
+
+# --------------------------------------------------------------------------- windowed detectors
+# Each takes the window (oldest line first) and returns the evidence fields, or None.
+
+def _ranked(lines: list[str]) -> list[tuple[str, int]]:
+    """Distinct lines with their counts, most frequent first; ties: the line whose last
+    occurrence is the most recent comes first."""
+    counts = Counter(lines)
+    last = {line: i for i, line in enumerate(lines)}
+    order = sorted(counts, key=lambda line: (counts[line], last[line]), reverse=True)
+    return [(line, counts[line]) for line in order]
+
+
+def _longest_run(lines: list[str]) -> int:
+    best = run = 0
+    for i, line in enumerate(lines):
+        run = run + 1 if i and line == lines[i - 1] else 1
+        best = max(best, run)
+    return best
+
+
+def _line_repeat(rule: LineRepeat, window: list[str]) -> dict[str, Any] | None:
+    total = len(window)
+    if total < rule.min_lines:
+        return None
+    line, top = _ranked(window)[0]
+    run = _longest_run(window)
+    ratio = top / total
+    by_count = top >= rule.min_count and ratio >= rule.min_ratio
+    by_run = rule.min_run > 0 and run >= rule.min_run
+    if not (by_count or by_run):
+        return None
+    return {"line": line[:EVIDENCE_LINE_CHARS], "count": top, "total": total, "ratio": ratio,
+            "run": run}
+
+
+def _line_cycle(rule: LineCycle, window: list[str]) -> dict[str, Any] | None:
+    total = len(window)
+    if total < rule.min_lines:
+        return None
+    short = [line for line in window if len(line) <= rule.max_line_chars]
+    # Ranking only the short lines keeps the tie-break of the whole window: a short line's
+    # last occurrence is the same in both lists, and only relative order matters.
+    cycle = _ranked(short)[:rule.top]
+    covered = sum(count for _, count in cycle)
+    ratio = covered / total
+    if ratio < rule.cover_ratio:
+        return None
+    return {"cycle": tuple(line for line, _ in cycle), "count": covered, "total": total,
+            "ratio": ratio}
+
+
+def _filler_lines(rule: FillerLines, window: list[str]) -> dict[str, Any] | None:
+    total = len(window)
+    count = sum(1 for line in window
+                if len(line) <= rule.max_line_chars and any(ch in rule.fillers for ch in line))
+    if count < rule.min_count or count / total < rule.min_ratio:
+        return None
+    return {"count": count, "total": total, "ratio": count / total}
+
+
+def _prefix(line: str, delimiters: str, max_prefix_chars: int) -> str | None:
+    for i, ch in enumerate(line[:max_prefix_chars]):
+        if ch in delimiters:
+            return line[:i + 1]
+    return None
+
+
+def _prefix_monotony(rule: PrefixMonotony, window: list[str]) -> dict[str, Any] | None:
+    total = len(window)
+    if total < rule.min_lines:
+        return None
+    prefixes = [p for p in (_prefix(line, rule.delimiters, rule.max_prefix_chars)
+                            for line in window) if p is not None]
+    if not prefixes:
+        return None
+    prefix, count = _ranked(prefixes)[0]
+    ratio = count / total
+    if count < rule.min_count or ratio < rule.min_ratio:
+        return None
+    return {"prefix": prefix, "count": count, "total": total, "ratio": ratio}
+
+
+def _periodic_suffix_len(s: str, p: int) -> int:
+    """Length of the longest suffix of ``s`` with period ``p`` (``s[i] == s[i+p]`` inside it).
+
+    A suffix of length ``L >= p`` has period ``p`` exactly when ``s[n-L : n-p]`` equals
+    ``s[n-L+p : n]``; the property holds for every shorter suffix too, so binary search works.
+    """
+    n = len(s)
+    if n <= p:
+        return n
+    lo, hi = p, n           # lo is periodic; find the largest periodic length in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if s[n - mid:n - p] == s[n - mid + p:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _tail_repeat(rule: TailRepeat, recent: str) -> dict[str, Any] | None:
+    s = recent[-rule.window_chars:]
+    for p in range(1, min(rule.max_period, len(s)) + 1):
+        length = _periodic_suffix_len(s, p)
+        if length < rule.min_chars or length // p < rule.min_repeats:
+            continue
+        unit = s[-p:]
+        if any(_is_word_char(ch) for ch in unit):
+            return {"unit": unit[:EVIDENCE_LINE_CHARS], "period": p, "repeats": length // p}
+    return None
+
