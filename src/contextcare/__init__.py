@@ -13,6 +13,7 @@ from __future__ import annotations
 from ._engine import Ruleset, Watcher
 from .detection import Detection
 from .errors import ContextCareError, RuleTypeError, RuleValueError
+from .guard import Abort, Guard, Partial, Remind, Reply
 from .presets import default_rules, default_ruleset
 from .rules import (
     ContextAnxiety,
@@ -33,5 +34,6 @@ __all__ = [
     "Ruleset", "Watcher", "Detection", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
     "default_rules", "default_ruleset", "ContextCareError", "RuleValueError", "RuleTypeError",
+    "Guard", "Reply", "Abort", "Remind", "Partial",
     "__version__",
 ]
