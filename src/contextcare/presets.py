@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .rules import (
     ContextAnxiety,
     FillerLines,
@@ -13,11 +15,14 @@ from .rules import (
     TimeAnxiety,
 )
 
+if TYPE_CHECKING:
+    from ._engine import Ruleset
+
 __all__ = ["default_rules", "default_ruleset", "DEFAULT_OPTIONS"]
 
 #: Ruleset options of :func:`default_ruleset`. Lines of two characters count (real loop bodies
 #: are ``好。`` and ``做。``), and fenced code never enters the line window.
-DEFAULT_OPTIONS = {
+DEFAULT_OPTIONS: dict[str, Any] = {
     "line_window": 80,
     "min_line_chars": 2,
     "evidence_chars": 600,
@@ -47,7 +52,7 @@ def default_rules() -> list[Rule]:
     ]
 
 
-def default_ruleset():  # type: ignore[no-untyped-def]
+def default_ruleset() -> Ruleset:
     """:func:`default_rules` compiled with :data:`DEFAULT_OPTIONS` (a native ``Ruleset``)."""
     from ._engine import Ruleset
 

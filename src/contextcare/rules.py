@@ -256,8 +256,10 @@ class _Anxiety(Rule):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lang", _langs(self, self.lang))
-        extra = _phrase_tuple(self, "extra", self.extra) if self.extra != () else ()
-        object.__setattr__(self, "extra", extra)
+        if isinstance(self.extra, (str, bytes)) or not isinstance(self.extra, Iterable):
+            raise _type_error(self, "extra", "a sequence of str", self.extra)
+        extra = tuple(self.extra)
+        object.__setattr__(self, "extra", _phrase_tuple(self, "extra", extra) if extra else ())
         _common(self)
         _bool(self, "suppress_quoted")
 

@@ -1,0 +1,686 @@
+"""The ``contextcare`` command line (also ``python -m contextcare``).
+
+Commands:
+
+* ``demo`` — replay the bundled sample traces through the default rules, print what fired and the
+  throughput measured on the spot;
+* ``scan FILE...`` — replay recorded traces (contextcare JSONL events or OpenAI chunk streams,
+  plain or gzip, ``-`` for standard input) and report detections; ``--fail-on`` for CI;
+  ``--engine ray`` spreads the files over a Ray cluster (:mod:`contextcare.ray`);
+* ``rules`` — show the rules a ``--rules`` file compiles to (and so check the file);
+* ``grade`` — fatigue and wakefulness for a load, a retained history and a capacity;
+* ``plan`` / ``mindmap`` — the compaction planner and the clear-mind survey of a conversation;
+* ``memory rank|check|init`` — the "Oft-told" memory anchors of a directory.
+
+Exit status: 0 success; 1 ``--fail-on`` matched (or ``memory check`` found problems); 2 a usage
+error, an unreadable input, an invalid rules file, or a malformed trace line under ``--strict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .detection import Detection
+from .errors import ContextCareError
+from .traces import Event, StreamResult, TraceFormatError, iter_events, replay, sample_events
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ._engine import Ruleset
+
+__all__ = ["main", "format_evidence", "build_parser"]
+
+#: Inputs at least this large (bytes on disk, all files together) get a progress bar on a terminal.
+PROGRESS_MIN_BYTES = 1 << 20
+#: The demo replays the samples until this much time has passed (and at least 3 times).
+DEMO_MIN_SECONDS = 0.5
+
+_FAIL_ACTIONS = {"abort": ("abort",), "remind": ("abort", "remind")}
+
+
+class CommandError(ContextCareError):
+    """A problem the user must fix (bad input, missing module); printed without a traceback."""
+
+
+# --------------------------------------------------------------------------- output helpers
+
+def _console(file: TextIO | None = None, *, stderr: bool = False) -> Console:
+    """A rich console; when writing to a file or pipe, lines are not cut at 80 columns."""
+    from rich.console import Console
+
+    console = Console(file=file, stderr=stderr, highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 160
+    return console
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    """``text`` as a short double-quoted literal: control characters escaped, CJK kept."""
+    body = json.dumps(text[:limit], ensure_ascii=False)
+    return body if len(text) <= limit else body[:-1] + '…"'
+
+
+def _pct(ratio: float | None) -> str:
+    return "" if ratio is None else f" ({ratio * 100:.0f}%)"
+
+
+def format_evidence(d: Detection) -> str:
+    """One line of evidence for a table cell, by the detection's kind."""
+    if d.phrase is not None:
+        return _quote(d.phrase)
+    if d.kind == "line-repeat":
+        text = f"{_quote(d.line or '')} ×{d.count} of {d.total} lines{_pct(d.ratio)}"
+        return text + (f", run {d.run}" if d.run and d.run > 1 else "")
+    if d.cycle is not None:
+        lines = " / ".join(_quote(line) for line in d.cycle)
+        return f"{lines} cover {d.count} of {d.total} lines{_pct(d.ratio)}"
+    if d.prefix is not None:
+        return f"prefix {_quote(d.prefix)} on {d.count} of {d.total} lines{_pct(d.ratio)}"
+    if d.unit is not None:
+        return f"{_quote(d.unit)} ×{d.repeats} (period {d.period})"
+    if d.count is not None and d.total is not None:
+        return f"{d.count} of {d.total} lines{_pct(d.ratio)}"
+    return ", ".join(f"{k}={v!r}" for k, v in d.evidence().items())
+
+
+def _detections_table(results: Sequence[StreamResult], *, show_clean: bool,
+                      width: int) -> Any:
+    """Stream, rule, kind, action, offset, evidence; below ~110 columns the kind goes under the
+    rule id (dimmed) so the evidence keeps room."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    narrow = width < 110
+    many_sources = len({r.source for r in results}) > 1 and not show_clean
+    table = Table(show_header=True, header_style="bold", box=box.SIMPLE_HEAD)
+    table.add_column("stream", overflow="fold")
+    table.add_column("rule / kind" if narrow else "rule", no_wrap=True)
+    if not narrow:
+        table.add_column("kind", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("offset", justify="right", no_wrap=True)
+    table.add_column("evidence", overflow="fold")
+    styles = {"abort": "bold red", "remind": "yellow", "record": "cyan"}
+    for r in results:
+        name = f"{r.source}:{r.stream}" if many_sources else r.stream
+        if r.attempt > 1:
+            name += f" #{r.attempt}"
+        if not r.detections:
+            if show_clean:
+                blank = [Text("—", style="dim")] + [Text("")] * (2 if narrow else 3)
+                table.add_row(Text(name), *blank, Text("no detections", style="green"))
+            continue
+        for i, d in enumerate(r.detections):
+            rule = Text(d.rule)
+            if narrow and d.kind != d.rule:
+                rule.append(f"\n{d.kind}", style="dim")
+            kind = [] if narrow else [Text(d.kind)]
+            table.add_row(Text(name if i == 0 else ""), rule, *kind,
+                          Text(d.action, style=styles.get(d.action, "")), str(d.offset),
+                          Text(format_evidence(d)))
+    return table
+
+
+def _summary(results: Iterable[StreamResult]) -> dict[str, int]:
+    out = _new_summary()
+    for r in results:
+        _count_result(out, r)
+    return out
+
+
+def _summary_line(summary: dict[str, int]) -> str:
+    return (f"{summary['streams']} streams, {summary['detections']} detections"
+            f" ({summary['abort']} abort, {summary['remind']} remind"
+            + (f", {summary['record']} record" if summary["record"] else "") + ")")
+
+
+def _write_json(obj: object, out: TextIO) -> None:
+    json.dump(obj, out, ensure_ascii=False, indent=2)
+    out.write("\n")
+
+
+# --------------------------------------------------------------------------- rules
+
+def _load_ruleset(spec: str) -> Ruleset:
+    from . import default_ruleset
+    from ._engine import Ruleset
+
+    if spec == "default":
+        return default_ruleset()
+    from .tomlrules import load_rules
+
+    rules, options = load_rules(spec)
+    return Ruleset(rules, **options)
+
+
+def _rule_rows(spec: str) -> list[dict[str, Any]]:
+    from .presets import default_rules
+
+    if spec == "default":
+        rules: Sequence[Any] = default_rules()
+    else:
+        from .tomlrules import load_rules
+
+        rules, _ = load_rules(spec)
+    rows = []
+    for rule in rules:
+        fields = {f.name: getattr(rule, f.name) for f in dataclasses.fields(rule)}
+        row = {"id": fields.pop("id"), "type": type(rule).__name__, "kind": rule.kind,
+               "channel": fields.pop("channel"), "action": fields.pop("action")}
+        row["fields"] = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+        rows.append(row)
+    return rows
+
+
+def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
+    """List the rules of ``--rules`` (the defaults, or a rules file after validating it)."""
+    rows = _rule_rows(args.rules)
+    if args.format == "json":
+        _write_json(rows, out)
+        return 0
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=True, header_style="bold")
+    for name in ("id", "type", "channel", "action", "settings"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        settings = ", ".join(f"{k}={v!r}" for k, v in row["fields"].items())
+        table.add_row(Text(row["id"]), row["type"], row["channel"], row["action"], Text(settings))
+    _console(out).print(table)
+    return 0
+
+
+# --------------------------------------------------------------------------- scan
+
+class _ProgressBytes:
+    """Byte progress over several files, for a rich progress bar."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.task = progress.add_task("scanning", total=total)
+        self.done = 0
+
+    def file_callback(self) -> Callable[[int], None]:
+        base = self.done
+
+        def update(position: int) -> None:
+            self.progress.update(self.task, completed=base + position)
+
+        return update
+
+    def finish_file(self, size: int) -> None:
+        self.done += size
+        self.progress.update(self.task, completed=self.done)
+
+
+def _input_sizes(paths: Sequence[str]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for path in paths:
+        if path == "-":
+            continue
+        try:
+            sizes[path] = os.path.getsize(path)
+        except OSError as exc:
+            raise CommandError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return sizes
+
+
+def _events(paths: Sequence[str], on_error: Callable[[TraceFormatError], None] | None,
+            bar: _ProgressBytes | None, sizes: dict[str, int]) -> Iterator[Event]:
+    for path in paths:
+        callback = bar.file_callback() if bar is not None and path != "-" else None
+        try:
+            yield from iter_events(path, on_error=on_error, progress=callback)
+        except OSError as exc:
+            raise CommandError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if bar is not None:
+            bar.finish_file(sizes.get(path, 0))
+
+
+def _new_summary() -> dict[str, int]:
+    return {"streams": 0, "detections": 0, "abort": 0, "remind": 0, "record": 0}
+
+
+def _count_result(summary: dict[str, int], result: StreamResult) -> None:
+    summary["streams"] += 1
+    for d in result.detections:
+        summary["detections"] += 1
+        summary[d.action] = summary.get(d.action, 0) + 1
+
+
+def _progress_bar(console: Console) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    return Progress(BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                    console=console, transient=True)
+
+
+def _ray_scan(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from . import ray as ray_scan
+    except ModuleNotFoundError as exc:
+        if exc.name == "contextcare.ray":
+            raise
+        raise CommandError(str(exc)) from None
+    status: int = ray_scan.cmd_scan(args, out)
+    return status
+
+
+def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
+    """Replay trace files through the rules and report detections."""
+    if args.files.count("-") > 1:
+        raise CommandError("standard input ('-') can be read only once")
+    if args.engine == "ray":
+        return _ray_scan(args, out)
+    for option in ("output", "address"):
+        if getattr(args, option) is not None:
+            raise CommandError(f"--{option} is for --engine ray")
+    ruleset = _load_ruleset(args.rules)
+    sizes = _input_sizes(args.files)
+    err = _console(stderr=True)
+    errors: list[TraceFormatError] = []
+
+    def on_error(exc: TraceFormatError) -> None:
+        errors.append(exc)
+        err.print(f"contextcare scan: {exc}", markup=False)
+
+    show_bar = (not args.no_progress and err.is_terminal
+                and sum(sizes.values()) >= PROGRESS_MIN_BYTES)
+    fail_actions = _FAIL_ACTIONS.get(args.fail_on or "", ())
+    failed = False
+    summary = _new_summary()
+    kept: list[StreamResult] = []  # all results for json, the flagged ones for the table
+    with _progress_bar(err) if show_bar else contextlib.nullcontext() as progress:
+        bar = _ProgressBytes(progress, sum(sizes.values())) if progress is not None else None
+        events = _events(args.files, None if args.strict else on_error, bar, sizes)
+        try:
+            for result in replay(events, ruleset):
+                _count_result(summary, result)
+                failed = failed or any(d.action in fail_actions for d in result.detections)
+                if args.format == "jsonl":
+                    for d in result.detections:
+                        line = {"source": result.source, "stream": result.stream,
+                                "attempt": result.attempt, **d.to_dict()}
+                        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                elif args.format == "json" or result.detections:
+                    kept.append(result)
+        except TraceFormatError as exc:  # --strict, or a damaged gzip stream
+            raise CommandError(str(exc)) from None
+    summary["errors"] = len(errors)
+    if args.format == "json":
+        _write_json({"streams": [r.to_dict() for r in kept],
+                     "errors": [{"source": e.source, "line": e.line, "reason": e.reason}
+                                for e in errors],
+                     "summary": summary}, out)
+    elif args.format == "table":
+        console = _console(out)
+        if kept:
+            console.print(_detections_table(kept, show_clean=False, width=console.width))
+        out.write(_summary_line(summary) + "\n")
+    if errors:
+        err.print(f"contextcare scan: {len(errors)} malformed lines skipped", markup=False)
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------- demo
+
+def _throughput(ruleset: Ruleset, events: Sequence[Event]) -> dict[str, float]:
+    """Replay the sample deltas through fresh watchers until DEMO_MIN_SECONDS have passed."""
+    streams: dict[str, list[tuple[str, str]]] = {}
+    for e in events:
+        channel = e.channel
+        if channel is not None and e.text:
+            streams.setdefault(f"{e.source}\0{e.stream}", []).append((e.text, channel))
+    deltas = sum(len(s) for s in streams.values())
+    nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for s in streams.values() for t, _ in s)
+    passes = 0
+    start = time.perf_counter()
+    elapsed = 0.0
+    while passes < 3 or elapsed < DEMO_MIN_SECONDS:
+        for stream in streams.values():
+            watcher = ruleset.watcher()
+            feed = watcher.feed
+            for text, channel in stream:
+                feed(text, channel=channel)
+            watcher.finish()
+        passes += 1
+        elapsed = time.perf_counter() - start
+    return {
+        "deltas": deltas,
+        "bytes": nbytes,
+        "passes": passes,
+        "seconds": elapsed,
+        "deltas_per_second": deltas * passes / elapsed,
+        "mb_per_second": nbytes * passes / elapsed / 1e6,
+        "ns_per_delta": elapsed / (deltas * passes) * 1e9,
+    }
+
+
+def _engine_name(ruleset: object) -> str:
+    module = type(ruleset).__module__
+    if module.endswith("reference"):
+        return "pure-Python reference engine"
+    return "native engine"
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """Replay the bundled samples through the default rules; show detections and throughput."""
+    from . import default_ruleset
+
+    ruleset = default_ruleset()
+    events = sample_events()
+    results = list(replay(events, ruleset))
+    speed = _throughput(ruleset, events)
+    engine = _engine_name(ruleset)
+    if args.format == "json":
+        _write_json({"streams": [r.to_dict() for r in results], "summary": _summary(results),
+                     "throughput": {"engine": engine, **speed}}, out)  # type: ignore[dict-item]
+        return 0
+    out.write("Bundled sample traces through default_ruleset():\n")
+    console = _console(out)
+    console.print(_detections_table(results, show_clean=True, width=console.width))
+    out.write(_summary_line(_summary(results)) + "\n")
+    out.write(
+        f"Throughput ({engine}, Watcher.feed, one Python call per delta):"
+        f" {speed['deltas_per_second']:,.0f} deltas/s, {speed['mb_per_second']:.2f} MB/s,"
+        f" {speed['ns_per_delta']:,.0f} ns/delta ({int(speed['deltas'])} deltas,"
+        f" {int(speed['bytes']):,} bytes, replayed {int(speed['passes'])} times in"
+        f" {speed['seconds']:.2f} s)\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- grades
+
+def _require(module: str, what: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(f"contextcare.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"contextcare.{module}":
+            raise
+        raise CommandError(f"{what} is not available: this build of contextcare has no"
+                           f" contextcare.{module} module") from None
+
+
+def cmd_grade(args: argparse.Namespace, out: TextIO) -> int:
+    """Fatigue and wakefulness of a request load and a retained history."""
+    grades = _require("grades", "grading")
+    try:
+        status = grades.measure(args.load, args.retained, args.capacity)
+    except (TypeError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+    text = grades.status_text(status, lang=args.lang)
+    if args.format == "json":
+        _write_json({**status.to_dict(), "text": text}, out)
+        return 0
+    from rich.table import Table
+    from rich.text import Text
+
+    colours = grades.status_colours(status)
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_column("grade")
+    for name, value, grade, colour in (
+        ("fatigue", status.fatigue, status.fatigue_grade, colours[0]),
+        ("wakefulness", status.wakefulness, status.wakefulness_grade, colours[1]),
+    ):
+        shown = "—" if value is None else f"{value:.1f}"
+        table.add_row(name, shown, Text(grade, style=grades.COLOURS.get(colour, "")))
+    _console(out).print(table)
+    out.write(text + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- plan / mindmap
+
+def _read_messages(path: str) -> list[dict[str, Any]]:
+    """A conversation file: a JSON list of OpenAI-format messages, or an object with
+    ``messages`` (a chat-completions request body)."""
+    try:
+        if path == "-":
+            doc = json.load(sys.stdin)
+        else:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{path}: not JSON: {exc}") from None
+    messages = doc.get("messages") if isinstance(doc, dict) else doc
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise CommandError(f"{path}: expected a JSON list of message objects, or an object"
+                           " with a 'messages' list")
+    return messages
+
+
+def _plan_text(result: Any) -> str:
+    if hasattr(result, "reason"):  # a Refusal
+        return f"No compaction: {result.reason}" + (f" ({result.code})" if result.code else "")
+    return (f"Compact messages {result.start!r} … {result.end!r}"
+            f" (positions {result.start_index}–{result.end_index}):"
+            f" frees ~{result.freed_tokens:,} tokens, ~{result.fresh_tokens:,} of them fresh;"
+            f" keeps the last ~{result.retained_tokens:,} tokens verbatim.")
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    """Which span of a conversation to compact (``plan_rest``)."""
+    planner = _require("planner", "planning")
+    messages = _read_messages(args.conversation)
+    kwargs: dict[str, Any] = {"retain_ratio": args.retain_ratio,
+                              "min_fresh_tokens": args.min_fresh_tokens}
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    try:
+        result = planner.plan_rest(messages, capacity=args.capacity, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise CommandError(f"{args.conversation}: {exc}") from None
+    if args.format == "json":
+        kind = "refusal" if isinstance(result, planner.Refusal) else "plan"
+        _write_json({"kind": kind, **dataclasses.asdict(result)}, out)
+    else:
+        out.write(_plan_text(result) + "\n")
+    return 0
+
+
+def cmd_mindmap(args: argparse.Namespace, out: TextIO) -> int:
+    """The clear-mind survey of a conversation: ids, token weights and previews."""
+    mindmap = _require("mindmap", "the mind map")
+    messages = _read_messages(args.conversation)
+    try:
+        survey = mindmap.survey(messages)
+    except (TypeError, ValueError) as exc:
+        raise CommandError(f"{args.conversation}: {exc}") from None
+    if args.format == "json":
+        _write_json({"latest_end": survey.latest_end, "surface_tokens": survey.surface_tokens,
+                     "nodes": [dataclasses.asdict(node) for node in survey.nodes]}, out)
+    else:
+        out.write(survey.render(lang=args.lang).rstrip("\n") + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- memory
+
+def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
+    """The "Oft-told" memory anchors of a directory: rank, check or scaffold them."""
+    memory = _require("memory", "memory anchors")
+    try:
+        if args.memory_command == "rank":
+            text = memory.rank_command(args.directory, today=args.today)  # date or None
+            out.write(text.rstrip("\n") + "\n")
+            return 0
+        if args.memory_command == "check":
+            text, ok = memory.check_command(args.directory)
+            out.write(text.rstrip("\n") + "\n")
+            return 0 if ok else 1
+        created = memory.scaffold(args.directory)
+    except (OSError, TypeError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+    for path in created:
+        out.write(f"created {path}\n")
+    if not created:
+        out.write(f"{args.directory}: already set up; nothing created\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+def _count(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _date(text: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``contextcare`` command."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="contextcare",
+        description="Watch LLM reply streams for degenerate loops and anxious reasoning; grade"
+                    " context load; plan compaction.")
+    parser.add_argument("--version", action="version", version=f"contextcare {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("demo", help="replay the bundled sample traces and show what fires",
+                       description="Replay the bundled sample traces (a clean answer, a reasoning"
+                                   " loop, a 3-line cycle, a newline-free flood, anxious"
+                                   " reasoning in Chinese and English) through the default"
+                                   " rules; print the detections and the measured throughput.")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("scan", help="replay recorded trace files and report detections",
+                       description="Replay trace files: contextcare JSONL events or OpenAI"
+                                   " chat-completion chunk streams (JSON lines or SSE 'data:'"
+                                   " lines), plain or gzip, many streams interleaved.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="trace file, or - for standard input")
+    p.add_argument("--rules", default="default", metavar="default|RULES.toml",
+                   help="the default rules, or a TOML rules file (default: %(default)s)")
+    p.add_argument("--format", choices=("table", "json", "jsonl"), default="table",
+                   help="table (default), one JSON document, or one JSON line per detection")
+    p.add_argument("--fail-on", choices=("abort", "remind"), default=None,
+                   help="exit with status 1 if a detection asks for this action (remind also"
+                        " matches abort)")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first malformed line (exit status 2)")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process (default); ray: Ray Data over the cores or nodes"
+                        " of a cluster (pip install 'contextcare[ray]'), rows to --output")
+    p.add_argument("--output", default=None, metavar="DIR",
+                   help="--engine ray: write rows here (Parquet, or JSON lines with"
+                        " --format jsonl)")
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help="--engine ray: the Ray cluster to join (default: start a local one)")
+    p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("rules", help="list the rules of the defaults or of a rules file",
+                       description="Compile and list a rule set: the defaults, or a TOML rules"
+                                   " file (which this validates).")
+    p.add_argument("--rules", default="default", metavar="default|RULES.toml")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=cmd_rules)
+
+    p = sub.add_parser("grade", help="fatigue and wakefulness of a context load",
+                       description="Grade a request: fatigue from the load against the capacity,"
+                                   " wakefulness from the retained history. Without --capacity"
+                                   " the status is uncalibrated.")
+    p.add_argument("--load", type=_count, required=True, metavar="N",
+                   help="tokens of the next request")
+    p.add_argument("--retained", type=_count, required=True, metavar="N",
+                   help="tokens of history the model still holds")
+    p.add_argument("--capacity", type=_count, default=None, metavar="N",
+                   help="usable context window, in tokens")
+    p.add_argument("--lang", choices=("en", "zh"), default="en")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("plan", help="which span of a conversation to compact",
+                       description="Plan a compaction (context rest) of a conversation: a JSON"
+                                   " list of OpenAI-format messages, or a request body with"
+                                   " 'messages'.")
+    p.add_argument("conversation", metavar="CONVERSATION.json")
+    p.add_argument("--capacity", type=_count, required=True, metavar="N",
+                   help="usable context window, in tokens")
+    p.add_argument("--retain-ratio", type=_ratio, default=None, metavar="R")
+    p.add_argument("--min-fresh-tokens", type=_count, default=None, metavar="N")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("mindmap", help="the clear-mind survey of a conversation",
+                       description="Render the clear-mind survey of a conversation: stable ids,"
+                                   " token weights, one-line previews.")
+    p.add_argument("conversation", metavar="CONVERSATION.json")
+    p.add_argument("--lang", choices=("en", "zh"), default="en")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_mindmap)
+
+    p = sub.add_parser("memory", help="the Oft-told memory anchors of a directory")
+    msub = p.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+    m = msub.add_parser("rank", help="rank the anchors by recall (forgetting curve)")
+    m.add_argument("directory", metavar="DIR")
+    m.add_argument("--today", type=_date, default=None, metavar="YYYY-MM-DD")
+    m = msub.add_parser("check", help="check the anchor list (exit status 1 on problems)")
+    m.add_argument("directory", metavar="DIR")
+    m = msub.add_parser("init", help="create an empty anchor list and diary folder")
+    m.add_argument("directory", metavar="DIR")
+    p.set_defaults(func=cmd_memory)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = sys.stdout
+    try:
+        status: int = args.func(args, out)
+        out.flush()
+        return status
+    except ContextCareError as exc:  # CommandError, RulesFileError, TraceFormatError, …
+        sys.stderr.write(f"contextcare {args.command}: error: {exc}\n")
+        return 2
+    except BrokenPipeError:  # e.g. `contextcare scan … | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        return 130
