@@ -594,8 +594,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="trace file, or - for standard input")
     p.add_argument("--rules", default="default", metavar="default|RULES.toml",
                    help="the default rules, or a TOML rules file (default: %(default)s)")
-    p.add_argument("--format", choices=("table", "json", "jsonl"), default="table",
-                   help="table (default), one JSON document, or one JSON line per detection")
+    p.add_argument("--format", choices=("table", "json", "jsonl", "parquet"), default="table",
+                   help="table (default), one JSON document, or one JSON line per detection;"
+                        " --engine ray: parquet (default) or jsonl rows in --output")
     p.add_argument("--fail-on", choices=("abort", "remind"), default=None,
                    help="exit with status 1 if a detection asks for this action (remind also"
                         " matches abort)")

@@ -78,6 +78,10 @@ class TraceFormatError(ContextCareError, ValueError):
         self.line = line
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[TraceFormatError], tuple[str, int, str]]:
+        # picklable, so an error raised in a Ray worker reaches the driver intact
+        return (type(self), (self.source, self.line, self.reason))
+
 
 @dataclass(frozen=True, slots=True)
 class Event:

@@ -1,0 +1,485 @@
+"""Scan recorded reply streams on Ray Data: the same parsers and rules as ``contextcare scan``,
+spread over the cores of one machine or the nodes of a cluster.
+
+Install with ``pip install 'contextcare[ray]'`` (Ray Data and pyarrow). The pieces:
+
+* :class:`ScanFiles` — the batch UDF for :meth:`ray.data.Dataset.map_batches`: a callable class, so
+  Ray builds it once per worker actor, and the ruleset it receives (pickled, a few hundred bytes
+  for the defaults) is compiled once there. Each input row is one whole trace file (``path`` and
+  ``bytes``, as :func:`ray.data.read_binary_files` with ``include_paths=True`` makes them); the
+  file is parsed with :func:`contextcare.traces.iter_events` and replayed with
+  :func:`contextcare.traces.replay`, exactly as the single-process scan does.
+* :data:`SCHEMA` — the flat output rows (see :func:`result_rows`).
+* :func:`scan_dataset` / :func:`run_scan` — read, scan, write Parquet or JSON lines; what
+  ``contextcare scan --engine ray`` runs (:func:`cmd_scan`).
+
+The unit of parallelism is the **file**: the streams of one file may be interleaved, and OpenAI
+``[DONE]`` lines refer to the file's most recent open stream, so a file is never split. Shard
+large recordings into many files (tens to hundreds of MB each) to use many workers.
+
+Inside this module ``import ray`` is an absolute import and binds the Ray package, not this
+module (``contextcare.ray``): the two never shadow each other.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import logging
+import os
+import random
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+try:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
+    import ray
+    import ray.data
+    from ray.data.block import BlockAccessor
+    from ray.data.datasource import BlockBasedFileDatasink
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without the extra
+    raise ModuleNotFoundError(
+        f"contextcare.ray needs the '{exc.name}' package: pip install 'contextcare[ray]'",
+        name=exc.name) from None
+
+from .detection import EVIDENCE_FIELDS, Detection
+from .errors import ContextCareError
+from .traces import StreamResult, TraceFormatError, iter_events, replay
+
+if TYPE_CHECKING:
+    from ._engine import Ruleset
+
+__all__ = [
+    "ROW_TYPES",
+    "SCHEMA",
+    "JsonLinesSink",
+    "RayScanError",
+    "ScanFiles",
+    "cmd_scan",
+    "detection_of",
+    "error_row",
+    "file_rows",
+    "read_files",
+    "result_rows",
+    "rows_table",
+    "run_scan",
+    "scan_dataset",
+    "summarize",
+    "write_corpus",
+]
+
+#: ``row_type`` values: one ``clean`` row per attempt without detections; one ``detection`` row
+#: per detection; one ``error`` row per malformed line skipped; one ``fatal`` row for a file that
+#: could not be read to its end (a damaged gzip stream, or a malformed line with ``strict``), which
+#: then has no other rows.
+ROW_TYPES = ("clean", "detection", "error", "fatal")
+
+_EVIDENCE_TYPES: dict[str, Any] = {
+    "phrase": pa.string(), "line": pa.string(), "cycle": pa.list_(pa.string()),
+    "prefix": pa.string(), "unit": pa.string(), "count": pa.int64(), "total": pa.int64(),
+    "ratio": pa.float64(), "run": pa.int64(), "period": pa.int64(), "repeats": pa.int64(),
+}
+assert tuple(_EVIDENCE_TYPES) == EVIDENCE_FIELDS, "SCHEMA is out of step with Detection"
+
+#: The output rows, flat: the attempt (``source`` … ``detections``, the per-stream totals, repeated
+#: on each of its detection rows), the detection (``index`` … ``offset``), its evidence as typed
+#: columns (only the fields of its kind are set, see :class:`~contextcare.detection.Detection`),
+#: and, on ``error`` and ``fatal`` rows only, the malformed line (``error_line``, ``error``). The
+#: schema is fixed so that every block and every output file has the same columns and types, even
+#: a file with no detection at all.
+SCHEMA = pa.schema([
+    ("row_type", pa.string()),
+    ("source", pa.string()),
+    ("stream", pa.string()),
+    ("attempt", pa.int64()),
+    ("complete", pa.bool_()),
+    ("deltas", pa.int64()),
+    ("chars", pa.int64()),
+    ("detections", pa.int64()),
+    ("index", pa.int64()),
+    ("rule", pa.string()),
+    ("kind", pa.string()),
+    ("action", pa.string()),
+    ("channel", pa.string()),
+    ("offset", pa.int64()),
+    *_EVIDENCE_TYPES.items(),
+    ("error_line", pa.int64()),
+    ("error", pa.string()),
+])
+
+_NULL_ROW: dict[str, Any] = dict.fromkeys(SCHEMA.names)
+
+
+class RayScanError(ContextCareError, ValueError):
+    """A Ray scan that cannot run as asked (bad arguments, unreadable input, a failed job)."""
+
+
+# --------------------------------------------------------------------------- rows
+
+def result_rows(result: StreamResult) -> list[dict[str, Any]]:
+    """The rows of one stream attempt: one ``detection`` row per detection, in order (``index``
+    0, 1, …), or a single ``clean`` row when nothing fired, so every attempt is counted."""
+    base = {**_NULL_ROW, "source": result.source, "stream": result.stream,
+            "attempt": result.attempt, "complete": result.complete, "deltas": result.deltas,
+            "chars": result.chars, "detections": len(result.detections)}
+    if not result.detections:
+        return [{**base, "row_type": "clean"}]
+    rows = []
+    for i, d in enumerate(result.detections):
+        row = {**base, "row_type": "detection", "index": i, **d.to_dict()}
+        rows.append(row)
+    return rows
+
+
+def error_row(exc: TraceFormatError, *, fatal: bool = False) -> dict[str, Any]:
+    """The row of a malformed line: skipped (``error``), or where the file stopped (``fatal``)."""
+    return {**_NULL_ROW, "row_type": "fatal" if fatal else "error", "source": exc.source,
+            "error_line": exc.line, "error": exc.reason}
+
+
+def detection_of(row: dict[str, Any]) -> Detection:
+    """The :class:`Detection` a ``detection`` row was made from (the inverse of
+    :func:`result_rows` for one detection)."""
+    if row.get("row_type") != "detection":
+        raise RayScanError(f"row must be a detection row, got row_type={row.get('row_type')!r}")
+    evidence = {k: row[k] for k in EVIDENCE_FIELDS if row.get(k) is not None}
+    if "cycle" in evidence:
+        evidence["cycle"] = tuple(evidence["cycle"])
+    return Detection(row["rule"], row["kind"], row["action"], row["channel"], row["offset"],
+                     **evidence)
+
+
+def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """``rows`` as an Arrow table of :data:`SCHEMA` (missing keys are null)."""
+    return pa.Table.from_pylist(list(rows), schema=SCHEMA)
+
+
+def file_rows(source: str, data: bytes, ruleset: Ruleset, *,
+              strict: bool = False) -> list[dict[str, Any]]:
+    """Parse and replay one whole trace file (``data``, plain or gzip) named ``source``.
+
+    Malformed lines become ``error`` rows and the scan goes on. With ``strict`` the first one
+    stops the file instead, and so does a damaged gzip stream in any case: then the file gives a
+    single ``fatal`` row, as the single-process scan gives no results but the error. Bad input
+    never raises here, so no exception has to travel from a worker to the driver.
+    """
+    errors: list[dict[str, Any]] = []
+
+    def on_error(exc: TraceFormatError) -> None:
+        errors.append(error_row(exc))
+
+    stream = io.BytesIO(data)
+    stream.name = source  # iter_events names the events' source by it
+    events = iter_events(stream, on_error=None if strict else on_error)
+    rows: list[dict[str, Any]] = []
+    try:
+        for result in replay(events, ruleset):
+            rows += result_rows(result)
+    except TraceFormatError as exc:
+        return [error_row(exc, fatal=True)]
+    return rows + errors
+
+
+class ScanFiles:
+    """The ``map_batches`` UDF: whole trace files in, :data:`SCHEMA` rows out.
+
+    Ray creates one instance per worker actor; the ruleset is unpickled (and so compiled) once
+    there, then every batch reuses it. ``ruleset`` ``None`` means
+    :func:`contextcare.default_ruleset`. Input batches are Arrow tables with ``path`` (string)
+    and ``bytes`` (binary) columns, the rows of :func:`ray.data.read_binary_files` with
+    ``include_paths=True``.
+    """
+
+    def __init__(self, ruleset: Ruleset | None = None, *, strict: bool = False) -> None:
+        if ruleset is None:
+            from .presets import default_ruleset
+
+            ruleset = default_ruleset()
+        self.ruleset = ruleset
+        self.strict = strict
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        missing = {"path", "bytes"} - set(batch.column_names)
+        if missing:
+            raise RayScanError(f"batch must have 'path' and 'bytes' columns; missing"
+                               f" {', '.join(sorted(missing))}")
+        rows: list[dict[str, Any]] = []
+        for path, data in zip(batch.column("path").to_pylist(),
+                              batch.column("bytes").to_pylist()):
+            rows += file_rows(path, data, self.ruleset, strict=self.strict)
+        return rows_table(rows)
+
+
+# --------------------------------------------------------------------------- datasets
+
+def read_files(paths: Sequence[str]) -> ray.data.Dataset:
+    """A dataset of ``path``/``bytes`` rows, one per file of ``paths`` (directories are walked).
+
+    The read tasks reserve no CPU: they only move bytes, and the scanning actors of
+    :func:`scan_dataset` hold one CPU each, so with one actor per CPU a read that waited for a
+    CPU would wait for ever.
+    """
+    return ray.data.read_binary_files(list(paths), include_paths=True, num_cpus=0)
+
+
+def scan_dataset(files: ray.data.Dataset, ruleset: Ruleset | None = None, *,
+                 strict: bool = False, workers: int | None = None) -> ray.data.Dataset:
+    """The :data:`SCHEMA` rows of every file of ``files`` (``path``/``bytes`` rows, as
+    :func:`read_files` makes them).
+
+    ``workers`` is the number of scanning actors (one CPU each), by default one per CPU of the
+    cluster, and at most one per input file. A worker holds one input block (one file, or a few
+    small ones: Ray's read decides) and the rows of one file at a time.
+    """
+    if workers is None:
+        cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
+        workers = max(1, int(cpus))
+    if workers < 1:
+        raise RayScanError(f"workers must be at least 1, got {workers}")
+    inputs = len(files.input_files())  # from the file listing: nothing is read yet
+    if inputs:
+        workers = min(workers, inputs)  # a file is never split: more actors would idle
+    return files.map_batches(ScanFiles, fn_constructor_args=(ruleset,),
+                             fn_constructor_kwargs={"strict": strict}, batch_format="pyarrow",
+                             batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers),
+                             num_cpus=1)
+
+
+class JsonLinesSink(BlockBasedFileDatasink):
+    """Rows as JSON lines, one file per block, every :data:`SCHEMA` column on every line (null
+    when unset) and values exactly as in Parquet.
+
+    Ray's own ``write_json`` goes through pandas, which turns a nullable integer column into
+    floats (``"offset": 600.0``) and keeps 10 significant digits of a float, so it is not used.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, file_format="jsonl")
+
+    def write_block_to_file(self, block: BlockAccessor, file: Any) -> None:
+        for row in block.to_arrow().to_pylist():
+            file.write((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+_COUNTS = ("streams", "detections", "abort", "remind", "record", "errors", "fatal")
+
+
+def _tally(batch: pa.Table) -> pa.Table:
+    """One row of counts per block: what :func:`summarize` adds up. An attempt has one
+    ``clean`` row or detection rows with ``index`` 0, 1, …, so it is counted at index 0."""
+    types = batch.column("row_type").to_pylist()
+    indexes = batch.column("index").to_pylist()
+    actions = batch.column("action").to_pylist()
+    counts = {"streams": sum(t == "clean" or i == 0 for t, i in zip(types, indexes)),
+              "detections": types.count("detection"), "errors": types.count("error"),
+              "fatal": types.count("fatal")}
+    for action in ("abort", "remind", "record"):
+        counts[action] = actions.count(action)
+    return pa.Table.from_pylist([counts])
+
+
+def summarize(rows: ray.data.Dataset) -> dict[str, int]:
+    """Counts over a dataset of :data:`SCHEMA` rows, as the single-process scan reports them:
+    ``streams`` (attempts), ``detections``, ``abort``/``remind``/``record`` (detections by
+    action), ``errors`` (malformed lines skipped) and ``fatal`` (files that stopped early)."""
+    total = dict.fromkeys(_COUNTS, 0)
+    for part in rows.map_batches(_tally, batch_format="pyarrow", batch_size=None).iter_rows():
+        for key in total:
+            total[key] += int(part[key])
+    return total
+
+
+def _fatal_rows(batch: pa.Table) -> pa.Table:
+    return batch.filter(pc.equal(batch.column("row_type"), "fatal"))
+
+
+def _first_fatal(rows: ray.data.Dataset) -> TraceFormatError:
+    """The error of the first ``fatal`` row, by source and line (the single-process scan reads
+    the files in the order given and stops at its first such line)."""
+    fatal = rows.map_batches(_fatal_rows, batch_format="pyarrow", batch_size=None).take_all()
+    first = min(fatal, key=lambda row: (row["source"], row["error_line"]))
+    return TraceFormatError(first["source"], first["error_line"], first["error"])
+
+
+def _start(address: str | None, num_cpus: int | None) -> bool:
+    """Connect to Ray (``address``) or start a local instance; True when this call started it."""
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"logging_level": logging.WARNING}
+    if address is None:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, **options)
+    else:
+        if num_cpus is not None:
+            raise RayScanError("num_cpus applies to a local Ray only, not with an address")
+        ray.init(address=address, **options)
+    return True
+
+
+def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Ruleset | None = None,
+             fmt: str = "parquet", address: str | None = None, num_cpus: int | None = None,
+             workers: int | None = None, strict: bool = False,
+             progress: bool = False) -> dict[str, int]:
+    """Scan ``paths`` (files, directories or URIs Ray Data can read: ``s3://``, ``gs://``, …) and
+    write the rows to the directory ``output`` as ``fmt`` (``parquet`` or ``jsonl``, one file
+    per block); return the :func:`summarize` counts.
+
+    Ray is used as found when already initialized; otherwise ``address`` (``auto``,
+    ``ray://head:10001``, …) joins a running cluster, and no ``address`` starts a local Ray on
+    this machine (``num_cpus`` caps it), shut down afterwards. ``output`` ``None`` computes the
+    counts only. A ``fatal`` row (a damaged gzip stream, or with ``strict`` a malformed line)
+    raises its :class:`TraceFormatError` and writes nothing, as the single-process scan stops.
+    """
+    if fmt not in ("parquet", "jsonl"):
+        raise RayScanError(f"fmt must be 'parquet' or 'jsonl', got {fmt!r}")
+    if isinstance(paths, str) or not paths:
+        raise RayScanError(f"paths must be a non-empty list of paths, got {paths!r}")
+    if "-" in paths:
+        raise RayScanError("the Ray engine cannot read standard input ('-'); pass files")
+    started = _start(address, num_cpus)
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = progress
+        if not progress:  # the per-execution INFO lines are progress reports too
+            logging.getLogger("ray.data").setLevel(logging.WARNING)
+        try:
+            files = read_files(paths)
+        except (OSError, ValueError) as exc:  # a missing file, an unknown scheme
+            raise RayScanError(f"cannot read the inputs: {exc}") from None
+        rows = scan_dataset(files, ruleset, strict=strict, workers=workers).materialize()
+        summary = summarize(rows)
+        if summary["fatal"]:
+            raise _first_fatal(rows)
+        if output is not None:
+            if fmt == "parquet":
+                rows.write_parquet(output)
+            else:
+                rows.write_datasink(JsonLinesSink(output))
+        return summary
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# --------------------------------------------------------------------------- command line
+
+def cmd_scan(args: Any, out: TextIO) -> int:
+    """``contextcare scan --engine ray``: the arguments of ``contextcare scan`` plus
+    ``--address`` and ``--output``. Rows go to ``--output DIR`` (Parquet, or JSON lines with
+    ``--format jsonl``); standard output gets the summary line. Exit status as for ``scan``."""
+    from .cli import _load_ruleset, _summary_line
+
+    fmt = "jsonl" if args.format == "jsonl" else "parquet"
+    if args.format == "json":
+        raise RayScanError("--engine ray writes rows to --output as parquet or jsonl;"
+                           " --format json is for the local engine")
+    if args.output is None:
+        raise RayScanError("--engine ray needs --output DIR for the rows")
+    summary = run_scan(args.files, args.output, ruleset=_load_ruleset(args.rules), fmt=fmt,
+                       address=args.address, strict=args.strict,
+                       progress=not args.no_progress and sys.stderr.isatty())
+    out.write(_summary_line(summary) + f"; rows written to {args.output}\n")
+    if summary["errors"]:
+        sys.stderr.write(f"contextcare scan: {summary['errors']} malformed lines skipped (rows"
+                         " with row_type 'error')\n")
+    fail_on = {"abort": ("abort",), "remind": ("abort", "remind")}.get(args.fail_on or "", ())
+    return 1 if any(summary[action] for action in fail_on) else 0
+
+
+# --------------------------------------------------------------------------- test corpus
+
+_LOOP_LINES = ("Let me check the caller again.", "I should re-read the config file.",
+               "Wait, the test still fails.", "让我再检查一下调用方传进来的参数。")
+_ANXIOUS = ("we are running out of time", "时间不够了", "the context window is almost full",
+            "上下文快满了")
+_WORDS = ("the", "parser", "reads", "each", "line", "and", "keeps", "state", "for", "open",
+          "streams", "so", "results", "match", "exactly")
+
+
+def _story(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def _stream_events(n: int, rng: random.Random) -> list[tuple[str, str]]:
+    """(type, text) events of synthetic stream ``n``: clean, looping or anxious by ``n % 10``."""
+    kind = n % 10
+    deltas: list[tuple[str, str]] = [("reasoning-delta", f"Stream {n}: {_story(rng, 8)}.\n")]
+    if kind in (6, 7):  # a loop: one line over and over (line-repeat, tail-repeat)
+        line = rng.choice(_LOOP_LINES) + "\n"
+        deltas += [("reasoning-delta", line)] * rng.randint(24, 34)
+    elif kind == 8:  # anxious reasoning
+        deltas += [("reasoning-delta", f"Hmm, {rng.choice(_ANXIOUS)}. "),
+                   ("reasoning-delta", _story(rng, 6) + ".\n")]
+    deltas += [("text-delta", _story(rng, rng.randint(4, 12)) + ".")]
+    events = [("start", "")]
+    for kind_, text in deltas:  # cut each delta in two, as a model would stream it
+        cut = rng.randint(1, max(1, len(text) - 1))
+        events += [(kind_, text[:cut]), (kind_, text[cut:])]
+    if n % 97 == 5:  # a retry: the first attempt breaks off, a new start follows
+        events = events[:4] + events
+    if n % 53 != 7:  # most streams end; a few are cut off (complete is false)
+        events.append(("end", ""))
+    return events
+
+
+def _jsonl_lines(stream: str, events: Iterable[tuple[str, str]]) -> list[str]:
+    """``events`` of one stream as contextcare JSONL event lines."""
+    lines = []
+    for kind, text in events:
+        obj = {"stream": stream, "type": kind}
+        if kind.endswith("-delta"):
+            obj["text"] = text
+        lines.append(json.dumps(obj, ensure_ascii=False))
+    return lines
+
+
+def _chunk_lines(stream: str, events: Sequence[tuple[str, str]]) -> list[str]:
+    """The last attempt of ``events`` as OpenAI SSE chunk lines (the first chunk of an id starts
+    its stream; a chunk format has no retry of the same id before it finishes)."""
+    last = max(i for i, (kind, _) in enumerate(events) if kind == "start")
+    lines = []
+    for kind, text in events[last + 1:]:
+        if kind == "end":
+            choice: dict[str, Any] = {"index": 0, "delta": {}, "finish_reason": "stop"}
+        else:
+            key = "reasoning_content" if kind == "reasoning-delta" else "content"
+            choice = {"index": 0, "delta": {key: text}, "finish_reason": None}
+        obj = {"id": stream, "object": "chat.completion.chunk", "choices": [choice]}
+        lines.append("data: " + json.dumps(obj, ensure_ascii=False))
+    return lines
+
+
+def write_corpus(directory: str | os.PathLike[str], streams: int = 10_000, files: int = 8, *,
+                 seed: int = 0) -> list[str]:
+    """Write a synthetic corpus of ``streams`` short streams over ``files`` files; return the
+    paths in order. For smoke tests and benchmarks of a Ray setup.
+
+    Stream ``n`` loops (one line repeated 24-34 times) when ``n % 10`` is 6 or 7, is anxious
+    (a time or context phrase, English or Chinese) when it is 8, and is clean otherwise; a few
+    are retried or cut off. Streams are interleaved four at a time. File ``i`` is contextcare
+    JSONL, gzip-compressed when ``i % 4 == 2``, or OpenAI SSE chunks ending in ``[DONE]`` when
+    ``i % 4 == 3``. File 0 starts with one malformed line.
+    """
+    if streams < 1 or files < 1:
+        raise RayScanError(f"streams and files must be at least 1, got {streams} and {files}")
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for i in range(files):
+        to_lines = _chunk_lines if i % 4 == 3 else _jsonl_lines
+        numbers = range(i, streams, files)
+        lines = ["this line is not JSON"] if i == 0 else []
+        for g in range(0, len(numbers), 4):
+            group = [to_lines(f"s{n}", _stream_events(n, rng)) for n in numbers[g:g + 4]]
+            for k in range(max(len(one) for one in group)):  # round-robin interleave
+                lines += [one[k] for one in group if k < len(one)]
+        if i % 4 == 3:
+            lines.append("data: [DONE]")
+        body = ("\n".join(lines) + "\n").encode("utf-8")
+        gz = i % 4 == 2
+        path = os.path.join(os.fspath(directory), f"part-{i:04d}.jsonl" + (".gz" if gz else ""))
+        with open(path, "wb") as f:
+            f.write(gzip.compress(body, mtime=0) if gz else body)
+        paths.append(path)
+    return paths

@@ -1,0 +1,238 @@
+"""The Ray Data scan (contextcare.ray): its rows, and that a local Ray with two workers gives
+exactly what the single-process scan gives on a corpus of 10 000 streams.
+
+Needs the ``[ray]`` extra; skipped without it. The tests that start Ray are marked ``slow``
+(starting Ray and its worker processes alone takes 10-20 s on a small machine).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import logging
+import os
+import pickle
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray", reason="the Ray engine needs the [ray] extra: pip install"
+                                  " 'contextcare[ray]'")
+pytest.importorskip("pyarrow", reason="the Ray engine needs pyarrow (the [ray] extra)")
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+import contextcare.ray as ccray
+from contextcare import cli, default_ruleset
+from contextcare.detection import EVIDENCE_FIELDS
+from contextcare.traces import (
+    StreamResult,
+    TraceFormatError,
+    iter_events,
+    replay,
+    sample_events,
+)
+
+# Ray Data 2.60 warns about its own deprecated settings when its DataContext is first made (its
+# constructor assigns every field, the deprecated ones too); nothing here sets them.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+
+CORPUS_STREAMS = 10_000
+CORPUS_FILES = 8
+
+
+def _key(row: dict[str, Any]) -> str:
+    """A total order on rows (with nulls and lists): their canonical JSON."""
+    return json.dumps(row, sort_keys=True, ensure_ascii=False)
+
+
+def _single_process_rows(paths: list[str]) -> tuple[list[StreamResult], list[dict[str, Any]]]:
+    """What ``contextcare scan`` does, in one process: every file's events through one replay,
+    malformed lines skipped. Returns the results and their rows (the same row mapping as the
+    Ray path, which the round-trip test below checks on its own)."""
+    errors: list[TraceFormatError] = []
+    events = (e for path in paths for e in iter_events(path, on_error=errors.append))
+    results = list(replay(events, default_ruleset()))
+    rows = [row for r in results for row in ccray.result_rows(r)]
+    return results, rows + [ccray.error_row(e) for e in errors]
+
+
+# --------------------------------------------------------------------------- without a cluster
+
+def test_import_ray_inside_the_module_is_the_ray_package() -> None:
+    import ray
+
+    bound = vars(ccray)["ray"]  # what `import ray` bound inside contextcare/ray.py
+    assert ccray.__name__ == "contextcare.ray"
+    assert bound is ray is sys.modules["ray"]
+    assert callable(bound.init) and hasattr(bound, "data")
+
+
+def test_rows_give_back_every_detection_and_total_of_the_samples() -> None:
+    results = list(replay(sample_events(), default_ruleset()))
+    kinds = {d.kind for r in results for d in r.detections}
+    assert {"tail-repeat", "line-repeat", "line-cycle", "time-anxiety"} <= kinds
+    rows = ccray.rows_table([row for r in results for row in ccray.result_rows(r)]).to_pylist()
+    for r in results:
+        mine = [row for row in rows if (row["source"], row["stream"]) == (r.source, r.stream)]
+        if not r.detections:
+            assert [row["row_type"] for row in mine] == ["clean"]
+        assert [row["index"] for row in mine if row["row_type"] == "detection"] == \
+            list(range(len(r.detections)))
+        got = [ccray.detection_of(row) for row in mine if row["row_type"] == "detection"]
+        assert got == list(r.detections)  # the evidence survives the typed columns exactly
+        for row in mine:
+            assert (row["attempt"], row["complete"], row["deltas"], row["chars"],
+                    row["detections"]) == (r.attempt, r.complete, r.deltas, r.chars,
+                                           len(r.detections))
+
+
+def test_a_clean_file_keeps_the_full_schema() -> None:
+    data = b'{"stream": "a", "type": "text-delta", "text": "All good.\\n"}\n'
+    batch = pa.table({"path": ["clean.jsonl"], "bytes": [data]})
+    table = ccray.ScanFiles()(batch)
+    assert table.schema == ccray.SCHEMA  # all-null evidence columns keep their types
+    assert table.to_pylist() == [{**dict.fromkeys(ccray.SCHEMA.names), "row_type": "clean",
+                                  "source": "clean.jsonl", "stream": "a", "attempt": 1,
+                                  "complete": False, "deltas": 1, "chars": 10,
+                                  "detections": 0}]
+
+
+def test_malformed_lines_are_error_rows_or_with_strict_one_fatal_row() -> None:
+    data = (b'{"stream": "a", "type": "start"}\n'
+            b'not json\n'
+            b'{"stream": "a", "type": "reasoning-delta", "text": "I am running out of time"}\n'
+            b'{"stream": "a", "type": "end"}\n')
+    rs = default_ruleset()
+    rows = ccray.file_rows("f.jsonl", data, rs)
+    assert [r["row_type"] for r in rows] == ["detection", "error"]
+    assert rows[0]["kind"] == "time-anxiety" and rows[0]["complete"] is True
+    assert (rows[1]["source"], rows[1]["error_line"]) == ("f.jsonl", 2)
+    strict = ccray.file_rows("f.jsonl", data, rs, strict=True)
+    assert [(r["row_type"], r["error_line"]) for r in strict] == [("fatal", 2)]
+
+
+def test_a_damaged_gzip_file_is_one_fatal_row() -> None:
+    body = b"".join(json.dumps({"stream": f"s{i}", "type": "text-delta",
+                                "text": f"line {i}\n"}).encode() + b"\n" for i in range(2000))
+    data = gzip.compress(body)
+    data = data[:len(data) // 2]  # cut off mid-stream
+    rows = ccray.file_rows("cut.jsonl.gz", data, default_ruleset())
+    assert [r["row_type"] for r in rows] == ["fatal"]
+    assert "gzip" in rows[0]["error"]
+
+
+def test_the_udf_gives_the_same_rows_after_the_ruleset_is_pickled(tmp_path: Path) -> None:
+    paths = ccray.write_corpus(tmp_path, streams=200, files=4)
+    batch = pa.table({"path": paths, "bytes": [Path(p).read_bytes() for p in paths]})
+    here = ccray.ScanFiles(default_ruleset())(batch).to_pylist()
+    shipped = ccray.ScanFiles(pickle.loads(pickle.dumps(default_ruleset())))(batch).to_pylist()
+    assert here == shipped
+    _, want = _single_process_rows(paths)
+    assert sorted(map(_key, here)) == sorted(map(_key, want))
+
+
+def test_run_scan_rejects_bad_arguments() -> None:
+    with pytest.raises(ccray.RayScanError, match="fmt"):
+        ccray.run_scan(["x.jsonl"], fmt="csv")
+    with pytest.raises(ccray.RayScanError, match="standard input"):
+        ccray.run_scan(["-"])
+    with pytest.raises(ccray.RayScanError, match="non-empty list"):
+        ccray.run_scan("x.jsonl")
+
+
+# --------------------------------------------------------------------------- local Ray
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray with two CPUs for this module's tests (started once: it is slow)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    return ccray.write_corpus(tmp_path_factory.mktemp("corpus"), streams=CORPUS_STREAMS,
+                              files=CORPUS_FILES)
+
+
+def _check_corpus_expectations(results: list[StreamResult]) -> None:
+    """The corpus is what write_corpus promises, so the equality below is not vacuous: every
+    stream appears, loops abort, anxious reasoning reminds, clean streams stay clean."""
+    last = {r.stream: r for r in results}  # the last attempt of each stream
+    assert len(last) == CORPUS_STREAMS
+    assert any(r.attempt == 2 for r in results) and any(not r.complete for r in results)
+    for name, r in last.items():
+        actions = {d.action for d in r.detections}
+        kind = int(name[1:]) % 10
+        if kind in (6, 7):
+            assert "abort" in actions, name
+        elif kind == 8:
+            assert actions == {"remind"}, name
+        else:
+            assert not actions, name
+
+
+@pytest.mark.slow
+def test_ray_local_mode_equals_the_single_process_scan(local_ray: None, corpus: list[str],
+                                                       tmp_path: Path) -> None:
+    results, want = _single_process_rows(corpus)
+    _check_corpus_expectations(results)
+    out = tmp_path / "rows"
+    summary = ccray.run_scan(corpus, str(out), workers=2)
+    got = pq.read_table(out).to_pylist()
+    assert len(got) == len(want)
+    assert sorted(map(_key, got)) == sorted(map(_key, want))
+    detections = [d for r in results for d in r.detections]
+    assert summary == {"streams": len(results), "detections": len(detections),
+                       "abort": sum(d.action == "abort" for d in detections),
+                       "remind": sum(d.action == "remind" for d in detections),
+                       "record": sum(d.action == "record" for d in detections),
+                       "errors": 1, "fatal": 0}
+
+    # and the detection rows are the lines of `contextcare scan --format jsonl`
+    buffer = io.StringIO()
+    assert cli.cmd_scan(cli.build_parser().parse_args(
+        ["scan", "--format", "jsonl", "--no-progress", *corpus]), buffer) == 0
+    lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    columns = ("source", "stream", "attempt", "rule", "kind", "action", "channel", "offset")
+    mine = [{k: v for k, v in row.items() if v is not None and (k in columns or k in
+             EVIDENCE_FIELDS)} for row in got if row["row_type"] == "detection"]
+    assert sorted(map(_key, mine)) == sorted(map(_key, lines))
+
+
+@pytest.mark.slow
+def test_ray_strict_stops_at_the_first_malformed_line(local_ray: None, corpus: list[str],
+                                                      tmp_path: Path) -> None:
+    out = tmp_path / "rows"
+    with pytest.raises(TraceFormatError) as info:
+        ccray.run_scan(corpus[:2], str(out), strict=True, workers=2)
+    assert (info.value.source, info.value.line) == (corpus[0], 1)  # file 0 starts with one
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_cli_engine_ray_writes_jsonl_and_fails_on_abort(local_ray: None, corpus: list[str],
+                                                        tmp_path: Path) -> None:
+    out = tmp_path / "rows"
+    buffer = io.StringIO()
+    args = cli.build_parser().parse_args(
+        ["scan", "--engine", "ray", "--format", "jsonl", "--output", str(out), "--fail-on",
+         "abort", "--no-progress", corpus[1]])
+    assert cli.cmd_scan(args, buffer) == 1  # stream 6 of every 10 loops: abort
+    rows = [json.loads(line) for name in sorted(os.listdir(out))
+            for line in (out / name).read_text(encoding="utf-8").splitlines()]
+    _, want = _single_process_rows([corpus[1]])
+    assert sorted(map(_key, rows)) == sorted(map(_key, want))
+    streams = sum(r["row_type"] == "clean" or r["index"] == 0 for r in want)
+    assert buffer.getvalue().startswith(f"{streams} streams, ")
