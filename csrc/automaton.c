@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 #define UNSET UINT32_MAX
 
 typedef struct term {
-    uint32_t rule, phrase, next;
+    uint32_t rule, phrase, chars, next;
 } term;
 
 typedef struct build {
@@ -61,8 +63,30 @@ static int new_node(build *b, uint32_t *id, char *err, size_t errlen) {
     return 0;
 }
 
-static unsigned char fold_byte(unsigned char ch, int fold) {
-    return (fold && ch >= 'A' && ch <= 'Z') ? (unsigned char)(ch + 32) : ch;
+static uint32_t fold_cp(uint32_t cp, int fold) {
+    return (fold && cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+}
+
+static int cmp_u32(const void *x, const void *y) {
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The class of a phrase code point during the build: cps sorted, cls parallel. */
+static uint32_t build_class(const uint32_t *cps, const uint16_t *cls, uint32_t n, uint32_t cp) {
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cps[mid] < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < n && cps[lo] == cp) ? cls[lo] : 0;
+}
+
+static int is_special(const uint32_t *special, size_t nspecial, uint32_t cp) {
+    for (size_t i = 0; i < nspecial; i++)
+        if (special[i] == cp) return 1;
+    return 0;
 }
 
 typedef struct outlist {
@@ -76,21 +100,70 @@ static int cmp_output(const void *x, const void *y) {
 }
 
 cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold,
+                                 const uint32_t *special, size_t nspecial,
                                  size_t max_table_bytes, char *err, size_t errlen) {
     cc_automaton *a = calloc(1, sizeof *a);
     build b = {0};
     uint32_t *fail = NULL, *queue = NULL, *newid = NULL;
     outlist *outs = NULL;
+    uint32_t *text = NULL, *starts = NULL, *cps = NULL;
+    uint16_t *cls = NULL;
     if (!a) goto oom;
 
-    /* byte classes */
-    int used[256] = {0};
-    for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < phrases[i].len; j++) used[fold_byte(phrases[i].bytes[j], fold)] = 1;
-    uint32_t nc = 1;
-    for (int ch = 0; ch < 256; ch++) a->cls[ch] = used[ch] ? (uint8_t)nc++ : 0;
-    if (fold)
-        for (int ch = 'A'; ch <= 'Z'; ch++) a->cls[ch] = a->cls[ch + 32];
+    /* the phrases as code points (folded when asked), all in one array */
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += phrases[i].len;
+    text = malloc((total + nspecial + 1) * sizeof *text);
+    starts = malloc((n + 1) * sizeof *starts);
+    if (!text || !starts) goto oom;
+    uint32_t ncp = 0;
+    for (size_t i = 0; i < n; i++) {
+        starts[i] = ncp;
+        for (uint32_t j = 0; j < phrases[i].len;) {
+            unsigned k;
+            text[ncp++] = fold_cp(cc_utf8_decode(phrases[i].bytes + j, &k), fold);
+            j += k;
+        }
+    }
+    starts[n] = ncp;
+    /* classes: the distinct phrase characters that are not special (1 ..), then the specials */
+    cps = malloc((ncp + nspecial + 1) * sizeof *cps);
+    cls = malloc((ncp + nspecial + 1) * sizeof *cls);
+    if (!cps || !cls) goto oom;
+    memcpy(cps, text, ncp * sizeof *cps);
+    uint32_t ndistinct = 0;
+    qsort(cps, ncp, sizeof *cps, cmp_u32);
+    for (uint32_t i = 0; i < ncp; i++)
+        if ((!ndistinct || cps[ndistinct - 1] != cps[i]) && !is_special(special, nspecial, cps[i]))
+            cps[ndistinct++] = cps[i];
+    uint32_t nc = 1, nmapped = ndistinct;
+    for (uint32_t i = 0; i < ndistinct && nc <= 0xFFFF; i++) cls[i] = (uint16_t)nc++;
+    a->special_base = nc;
+    for (size_t i = 0; i < nspecial && nc <= 0xFFFF; i++) {
+        uint32_t j;
+        for (j = ndistinct; j < nmapped; j++)
+            if (cps[j] == special[i]) break;
+        if (j < nmapped) continue; /* named twice */
+        cps[nmapped] = special[i];
+        cls[nmapped++] = (uint16_t)nc++;
+    }
+    if (nc > 0xFFFF) {
+        set_err(err, errlen, "the phrases use more than 65534 distinct characters; use fewer");
+        goto fail;
+    }
+    /* sort (cp, class) pairs by cp: insertion sort on the specials, which come last and few */
+    for (uint32_t i = ndistinct; i < nmapped; i++) {
+        uint32_t cp = cps[i];
+        uint16_t c = cls[i];
+        uint32_t j = i;
+        while (j > 0 && cps[j - 1] > cp) {
+            cps[j] = cps[j - 1];
+            cls[j] = cls[j - 1];
+            j--;
+        }
+        cps[j] = cp;
+        cls[j] = c;
+    }
     a->nclasses = nc;
     b.nc = nc;
     b.max_table_bytes = max_table_bytes;
@@ -102,8 +175,8 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     if (!b.terms) goto oom;
     for (size_t i = 0; i < n; i++) {
         uint32_t s = root;
-        for (uint32_t j = 0; j < phrases[i].len; j++) {
-            uint32_t c = a->cls[fold_byte(phrases[i].bytes[j], fold)];
+        for (uint32_t j = starts[i]; j < starts[i + 1]; j++) {
+            uint32_t c = build_class(cps, cls, nmapped, text[j]);
             uint32_t next = b.rows[(size_t)s * nc + c];
             if (next == UNSET) {
                 if (new_node(&b, &next, err, errlen) != 0) goto fail;
@@ -114,6 +187,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
         term *t = &b.terms[b.nterms];
         t->rule = phrases[i].rule;
         t->phrase = phrases[i].index;
+        t->chars = starts[i + 1] - starts[i];
         t->next = b.term_head[s];
         b.term_head[s] = (uint32_t)b.nterms++;
     }
@@ -160,6 +234,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
             if (j == k) {
                 items[k].rule = b.terms[t].rule;
                 items[k].phrase = b.terms[t].phrase;
+                items[k].chars = b.terms[t].chars;
                 k++;
             }
         }
@@ -212,6 +287,39 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     a->out_start[N - first_out] = (uint32_t)pos;
     free(by_new);
 
+    /* the class map: BMP pages, then the sorted astral code points */
+    {
+        uint8_t used[256] = {0};
+        uint32_t npages = 1, nastral = 0;
+        for (uint32_t i = 0; i < nmapped; i++) {
+            if (cps[i] >= 0x10000) nastral++;
+            else if (!used[cps[i] >> 8]) used[cps[i] >> 8] = 1, npages++;
+        }
+        if (fold && !used[0]) used[0] = 1, npages++; /* A-Z live on page 0 */
+        a->page_cls = calloc((size_t)npages * 256, sizeof *a->page_cls);
+        a->astral_cp = malloc((nastral ? nastral : 1) * sizeof *a->astral_cp);
+        a->astral_cls = malloc((nastral ? nastral : 1) * sizeof *a->astral_cls);
+        if (!a->page_cls || !a->astral_cp || !a->astral_cls) goto oom;
+        a->npages = npages;
+        uint32_t next_page = 1;
+        for (int hb = 0; hb < 256; hb++) a->pages[hb] = used[hb] ? 256u * next_page++ : 0;
+        for (uint32_t i = 0; i < nmapped; i++) {
+            if (cps[i] >= 0x10000) {
+                a->astral_cp[a->nastral] = cps[i];
+                a->astral_cls[a->nastral++] = cls[i];
+            } else {
+                a->page_cls[a->pages[cps[i] >> 8] + (cps[i] & 0xFF)] = cls[i];
+            }
+        }
+        if (fold)
+            for (uint32_t cp = 'A'; cp <= 'Z'; cp++)
+                a->page_cls[a->pages[0] + cp] = a->page_cls[a->pages[0] + cp + 32];
+    }
+    free(text);
+    free(starts);
+    free(cps);
+    free(cls);
+
     for (uint32_t u = 0; u < N; u++) free(outs[u].items);
     free(outs);
     free(fail);
@@ -225,6 +333,10 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
 oom:
     set_err(err, errlen, "out of memory building the phrase automaton");
 fail:
+    free(text);
+    free(starts);
+    free(cps);
+    free(cls);
     if (outs) {
         for (uint32_t u = 0; u < b.nodes; u++) free(outs[u].items);
         free(outs);
@@ -242,14 +354,29 @@ fail:
 void cc_automaton_free(cc_automaton *a) {
     if (!a) return;
     free(a->trans);
+    free(a->page_cls);
+    free(a->astral_cp);
+    free(a->astral_cls);
     free(a->out_start);
     free(a->out);
     free(a);
 }
 
+uint32_t cc_automaton_astral_class(const cc_automaton *a, uint32_t cp) {
+    uint32_t lo = 0, hi = a->nastral;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a->astral_cp[mid] < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < a->nastral && a->astral_cp[lo] == cp) ? a->astral_cls[lo] : 0;
+}
+
 size_t cc_automaton_memory(const cc_automaton *a) {
     if (!a) return 0;
     return sizeof *a + (size_t)a->nstates * a->nclasses * sizeof(uint32_t) +
+           (size_t)a->npages * 256 * sizeof *a->page_cls +
+           (size_t)a->nastral * (sizeof *a->astral_cp + sizeof *a->astral_cls) +
            (size_t)(a->nstates - a->match_base / a->nclasses + 1) * sizeof(uint32_t) +
            a->nout * sizeof(cc_output);
 }

@@ -75,7 +75,8 @@ int cc_watcher_finished(const cc_watcher *w);
 int cc_watcher_fired(const cc_watcher *w, uint32_t rule);
 
 /* Feed len code points of `kind` bytes each (1, 2 or 4) on channel text or reasoning.
- * Detections are appended to the watcher's hit list (see cc_watcher_hits). */
+ * Detections are appended to the watcher's hit list (see cc_watcher_hits). Returns the number of
+ * hits in that list (>= 0), or CC_ERR_FINISHED / CC_ERR_NOMEM. */
 int cc_watcher_feed(cc_watcher *w, const void *data, int kind, size_t len, int channel);
 int cc_watcher_finish(cc_watcher *w);
 

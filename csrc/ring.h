@@ -1,4 +1,7 @@
-/* The last characters of a view (code points), and the TailRepeat check over them. */
+/* The last characters of a view (code points), and the TailRepeat check over them.
+ *
+ * A code point is kept as its low 16 bits plus, once the view has seen a character outside the
+ * BMP, a plane of high bits: 2 bytes a character for most text, 3 at most. */
 #ifndef CC_RING_H
 #define CC_RING_H
 
@@ -6,19 +9,25 @@
 #include <stdint.h>
 
 typedef struct cc_ring {
-    uint32_t *buf; /* allocated on first use */
+    uint16_t *lo; /* cap low halves, allocated on first use */
+    uint8_t *hi;  /* cap high bits, allocated on the first code point above U+FFFF */
     uint32_t cap;
-    uint32_t pos;   /* next write slot */
-    uint64_t total; /* code points ever written */
+    uint32_t pos; /* next write slot */
 } cc_ring;
 
-static inline void cc_ring_put(cc_ring *r, uint32_t cp) {
-    r->buf[r->pos] = cp;
-    if (++r->pos == r->cap) r->pos = 0;
-    r->total++;
+/* The k-th code point from the end (k = 0 is the last one; k < cap). */
+static inline uint32_t cc_ring_back(const cc_ring *r, uint32_t k) {
+    uint32_t i = r->pos > k ? r->pos - 1 - k : r->pos + r->cap - 1 - k;
+    return r->hi ? (uint32_t)r->lo[i] | ((uint32_t)r->hi[i] << 16) : r->lo[i];
 }
 
-/* Copy the last n code points (n <= cap, n <= total) to out, oldest first. */
+/* Allocate the buffers (hi only when `astral`); 0, or -1 when out of memory. */
+int cc_ring_ready(cc_ring *r, uint32_t cap, int astral);
+void cc_ring_free(cc_ring *r);
+int cc_ring_copy(cc_ring *dst, const cc_ring *src);
+size_t cc_ring_memory(const cc_ring *r);
+
+/* Copy the last n code points (n <= cap, n <= characters written) to out, oldest first. */
 void cc_ring_last(const cc_ring *r, uint32_t n, uint32_t *out);
 
 typedef struct cc_tail_params {

@@ -417,6 +417,18 @@ CASES: list[Case] = [
     Case("list-line-counts-fired-rules", [P("rush", rid="a"), S("hurry")], "rush\nrush, hurry\n",
          [("a", 4, ph("rush"))]),
     Case("list-line-counts-quoted-occurrences", [S("hurry", "rush")], '"rush", hurry\n', []),
+    # The gap between two listed phrases holds only separators, whitespace and quotes: prose
+    # that merely mentions two phrases with a comma somewhere between them is not a list.
+    Case("not-list-prose-comma-zh", [S("时间不够", "加快速度")], "我觉得时间不够了，要加快速度\n",
+         [("s", 7, ph("时间不够"))]),
+    Case("not-list-prose-comma-en", [S("out of time", "hurry up")],
+         "we are out of time, so hurry up\n", [("s", 18, ph("out of time"))]),
+    Case("list-line-quotes-in-gap", [S("hurry", "rush")], '`hurry`, "rush"\n', []),
+    Case("list-line-three-items", [S("a1", "b2", "c3")], "x a1 | b2 | c3\n", []),
+    Case("not-list-adjacent-without-separator", [S("hurry", "rush")], "hurry  rush\n",
+         [("s", 5, ph("hurry"))]),
+    Case("list-line-gap-restarts-after-occurrence", [S("hurry", "rush", "go")],
+         "hurry then rush, go\n", []),
     Case("list-line-two-suppress-rules", [S("hurry", rid="a"), S("rush", rid="b")],
          "hurry, rush\n", []),
     Case("suppress-two-rules-same-line", [S("hurry", rid="a"), S("rush", rid="b")],

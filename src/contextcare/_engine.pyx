@@ -43,9 +43,14 @@ _KINDS = {
 
 
 cdef inline int _feed_channel(object channel) except -1:
-    if channel is "text" or channel == "text":
+    # identity first: the channel names are interned, so callers nearly always pass these objects
+    if channel is "text":
         return CC_VIEW_TEXT
-    if channel is "reasoning" or channel == "reasoning":
+    if channel is "reasoning":
+        return CC_VIEW_REASONING
+    if channel == "text":
+        return CC_VIEW_TEXT
+    if channel == "reasoning":
         return CC_VIEW_REASONING
     _rules.check_feed_channel(channel)  # raises the documented error
     return -1
@@ -237,6 +242,9 @@ cdef class Ruleset:
 
 
 def _as_int64(splits):
+    # as the reference (rules.check_splits): text and bytes are never offsets
+    if isinstance(splits, (str, bytes)):
+        raise RuleTypeError(f"splits must be a sequence of int offsets, got {type(splits).__name__}")
     try:
         mv = memoryview(splits)
     except TypeError:
@@ -250,8 +258,6 @@ def _as_int64(splits):
                 f"splits must be a sequence of int offsets or a 1-d integer buffer,"
                 f" got a buffer of format {mv.format!r} and {mv.ndim} dimensions")
         return array("q", mv.tolist())
-    if isinstance(splits, (str, bytes)):
-        raise RuleTypeError(f"splits must be a sequence of int offsets, got {type(splits).__name__}")
     try:
         return array("q", splits)
     except TypeError:
@@ -337,14 +343,13 @@ cdef class Watcher:
         if type(text) is not str:
             _rules.check_text(text)
         self._enter()
-        if cc_watcher_finished(self._w):
-            raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
         cdef int kind = PyUnicode_KIND(text)
         cdef void *data = PyUnicode_DATA(text)
         cdef int rc
-        cdef size_t nhits
         if n > NOGIL_CHARS:
+            if cc_watcher_finished(self._w):
+                raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
             self._busy = True
             try:
                 with nogil:
@@ -352,14 +357,32 @@ cdef class Watcher:
             finally:
                 self._busy = False
         else:
+            # one call: it refuses a finished watcher and returns how many hits it holds
             rc = cc_watcher_feed(self._w, data, kind, <size_t>n, ch)
-        if rc != CC_OK:
+        if rc == 0:
+            return ()
+        if rc < 0:
+            if rc == CC_ERR_FINISHED:
+                raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
             cc_watcher_clear_hits(self._w)
             raise MemoryError("contextcare: out of memory while feeding")
-        cc_watcher_hits(self._w, &nhits)
-        if nhits == 0:
-            return ()
         return _detections(self.ruleset, self._w)
+
+    def _noop(self, text, /, channel="text"):
+        """Benchmark floor: the argument handling of ``feed`` (channel check, type check, busy
+        and finished checks, reading the str) and its return value, without any engine work."""
+        cdef int ch = _feed_channel(channel)
+        if type(text) is not str:
+            _rules.check_text(text)
+        self._enter()
+        if cc_watcher_finished(self._w):
+            raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        if n < 0 or ch < 0 or kind == 0 or data == NULL:
+            return None
+        return ()
 
     def finish(self):
         """End of stream: complete the pending lines and run every throttled rule once more."""
@@ -378,6 +401,7 @@ cdef class Watcher:
 
     def tail(self, n=None):
         """The last ``min(n, evidence_chars)`` characters fed (both channels, arrival order)."""
+        self._enter()  # never read the ring while another thread's feed() writes it
         if n is None:
             n = self.ruleset.options.evidence_chars
         elif isinstance(n, bool) or not isinstance(n, int):

@@ -48,6 +48,8 @@ _FENCE_LINE = re.compile(r"(`{3,}|~{3,})[A-Za-z0-9_+-]*")
 _ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 #: Characters that count as separators on a line, for the list-line rule of ``suppress_quoted``.
 _SEPARATORS = frozenset("|,，、")
+#: Quote characters, which a list-line gap may hold besides whitespace and separators.
+_QUOTES = frozenset("`\"“”「」")
 _NO_DETECTIONS: tuple[Detection, ...] = ()
 
 
@@ -231,9 +233,12 @@ class _ViewState:
     double_quote: bool = False
     curly: bool = False
     corner: bool = False
-    separators: int = 0
-    # Phrase occurrences of the current line: the separator count seen at each end position.
-    line_occurrences: list[int] = field(default_factory=list)
+    # The list-line rule: after a phrase occurrence, the gap of whitespace and separators that
+    # follows it (gap_seps separators; gap_end = offset of the first other character).
+    after_occurrence: bool = False
+    gap_seps: int = 0
+    gap_end: int | None = None
+    list_line: bool = False
     # suppress_quoted rule index -> first unquoted occurrence on the current line.
     kept: dict[int, _Occurrence] = field(default_factory=dict)
     # windowed rule index -> next throttle position, in UTF-8 bytes of this view.
@@ -242,7 +247,9 @@ class _ViewState:
     def clear_quote_state(self) -> None:
         self.backticks = 0
         self.double_quote = self.curly = self.corner = False
-        self.separators = 0
+        self.after_occurrence = self.list_line = False
+        self.gap_seps = 0
+        self.gap_end = None
 
     @property
     def quoted(self) -> bool:
@@ -415,7 +422,13 @@ class Watcher:
         view.recent += c
         if len(view.recent) > 2 * plan.recent_chars:
             view.recent = view.recent[-plan.recent_chars:]
-        # 2. phrases ending at c
+        # 2. phrases ending at c (the gap after the previous occurrence is measured first, so an
+        #    occurrence that starts at c sees where the gap ended)
+        if view.after_occurrence and view.gap_end is None:
+            if c in _SEPARATORS:
+                view.gap_seps += 1
+            elif not (c.isspace() or c in _QUOTES):
+                view.gap_end = view.chars - 1
         if plan.phrase_rules:
             out.extend(self._match_phrases(plan, view, c))
         # 3. quote state (after phrases: a phrase ending at c does not see c)
@@ -431,11 +444,7 @@ class Watcher:
             view.corner = True
         elif c == "」":
             view.corner = False
-        elif c in _SEPARATORS:
-            view.separators += 1
-        elif c == "\n":
-            view.clear_quote_state()
-        # 4. line builder
+        # 4. line builder (the end of a line also clears the quote state)
         if c == "\n":
             out.extend(self._end_line(plan, view))
         else:
@@ -469,8 +478,15 @@ class Watcher:
                 best[entry.rule_index] = entry
         if not best:
             return []
-        # An occurrence at this end position, for the list-line rule of suppress_quoted.
-        view.line_occurrences.append(view.separators)
+        # An occurrence at this end position, for the list-line rule of suppress_quoted: it
+        # makes a list line when one of its phrases starts right where the gap of whitespace
+        # and separators (at least one) after the previous occurrence ended.
+        if view.after_occurrence and view.gap_seps and any(
+                view.gap_end == view.chars - len(entry.key) for entry in best.values()):
+            view.list_line = True
+        view.after_occurrence = True
+        view.gap_seps = 0
+        view.gap_end = None
         out: list[_Pending] = []
         for index in sorted(best):
             if not self._may_fire(index):
@@ -486,15 +502,13 @@ class Watcher:
     def _end_line(self, plan: _ViewPlan, view: _ViewState) -> list[_Pending]:
         """A line of the view is complete: decide its quoted candidates, then window it."""
         out: list[_Pending] = []
-        occurrences = view.line_occurrences
-        is_list_line = len(occurrences) >= 2 and occurrences[-1] > occurrences[0]
-        if not is_list_line:
+        if not view.list_line:
             for index in sorted(view.kept):
                 if self._may_fire(index):
                     kept = view.kept[index]
                     out.append(self._fire(index, kept.offset, plan.name, phrase=kept.phrase))
         view.kept = {}
-        view.line_occurrences = []
+        view.clear_quote_state()
         stripped = view.pending.strip()
         view.pending = ""
         options = self._ruleset._options
