@@ -1,0 +1,398 @@
+"""Bad input at the extremes: huge and empty phrase sets, megabyte phrases, absurd throttles and
+thresholds, broken ``splits``, malformed trace lines.
+
+``test_rule_errors.py`` checks that each rule field and argument names itself when it is wrong;
+this file pushes sizes and values to their limits and beyond, and checks three things for every
+row: the documented error (class and the name in its message), that nothing already fed is lost
+(a watcher that was mid-stream when the bad call happened finishes its stream exactly as if the
+call had never been made), and that the process stays healthy (a fresh ruleset still works).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import contextcare._engine as native
+from contextcare.errors import ContextCareError, RuleTypeError, RuleValueError
+from contextcare.rules import (
+    MAX_PHRASE_BYTES,
+    MAX_PHRASE_CHARS,
+    MAX_PHRASES,
+    ContextAnxiety,
+    FillerLines,
+    LineCycle,
+    LineRepeat,
+    Marker,
+    Phrases,
+    PrefixMonotony,
+    TailRepeat,
+    TimeAnxiety,
+)
+from contextcare.traces import Event, TraceFormatError, iter_events, scan
+
+TE, VE = RuleTypeError, RuleValueError
+MB = "x" * (1 << 20)   # a 1 MiB phrase
+INF: Any = float("inf")      # values of the wrong type, typed Any for the type checker
+NP_INT: Any = np.int64(300)
+
+
+def no_phrases() -> Any:
+    """An empty generator (rules take any iterable of phrases)."""
+    return iter([])
+
+
+# ---------------------------------------------------------------------- the canary stream
+
+CANARY_TEXT = "we hurry up\n" + "same line\n" * 12
+
+
+def canary_rules(engine: ModuleType) -> Any:
+    return engine.Ruleset([Phrases("hurry", ["hurry up"]),
+                           LineRepeat("loop", min_lines=10, min_count=10, every_bytes=7)],
+                          line_window=20)
+
+
+@pytest.fixture
+def canary(engine: ModuleType) -> Any:
+    """A watcher half-way through :data:`CANARY_TEXT` when the bad call happens."""
+    w = canary_rules(engine).watcher()
+    w.feed(CANARY_TEXT[:20], "text")
+    return w
+
+
+def assert_canary_intact(engine: ModuleType, w: Any) -> None:
+    """The canary finishes its stream exactly like an undisturbed watcher, and a fresh ruleset
+    still works."""
+    rest = [*w.feed(CANARY_TEXT[20:], "text"), *w.finish()]
+    whole = canary_rules(engine).replay(CANARY_TEXT)
+    assert [d.rule for d in whole] == ["hurry", "loop"], "the canary must fire to prove anything"
+    assert rest == [d for d in whole if d.offset > 20]
+    assert w.tail() == CANARY_TEXT[-600:]
+
+
+# ---------------------------------------------------------------------- rules and rulesets
+
+def many(n: int, length: int = 8) -> list[str]:
+    return [f"{i:0{length}d}" for i in range(n)]
+
+
+BuildRow = tuple[str, Callable[[ModuleType], object], type[Exception], str]
+
+BUILD_ROWS: list[BuildRow] = [
+    # phrase sets at and past their limits
+    ("100k-phrases-one-rule", lambda e: e.Ruleset([Phrases("p", many(100_000))]), VE, "phrases"),
+    ("100k-phrases-two-rules", lambda e: e.Ruleset(
+        [Phrases("p", many(50_000)), Phrases("q", many(50_000, 9))]), VE, "phrases"),
+    ("max-phrases-plus-one", lambda e: e.Ruleset(
+        [Phrases("p", many(MAX_PHRASES)), Marker("m", "x")]), VE, "phrases"),
+    ("1MiB-phrase", lambda e: e.Ruleset([Phrases("p", ["ok", MB])]), VE, "phrases[1]"),
+    ("1MiB-marker", lambda e: e.Ruleset([Marker("m", MB)]), VE, "token"),
+    ("1MiB-extra", lambda e: e.Ruleset([TimeAnxiety(extra=[MB])]), VE, "extra[0]"),
+    ("1MiB-fillers", lambda e: e.Ruleset([FillerLines("f", fillers=MB)]), VE, "fillers"),
+    ("1MiB-delimiters", lambda e: e.Ruleset([PrefixMonotony("m", delimiters=MB)]), VE,
+     "delimiters"),
+    ("phrase-bytes-over-1MiB", lambda e: e.Ruleset(
+        [Phrases("p", [f"{i:04d}" + "é" * (MAX_PHRASE_CHARS - 4) for i in range(130)])]), VE,
+     "UTF-8 bytes"),
+    ("phrase-bytes-over-1MiB-surrogates", lambda e: e.Ruleset(
+        [Phrases(f"p{i}", [f"{i:04d}" + "\udc80" * (MAX_PHRASE_CHARS - 4)]) for i in range(90)]),
+     VE, "UTF-8 bytes"),
+    # empty phrase lists
+    ("empty-phrases", lambda e: e.Ruleset([Phrases("p", [])]), VE, "phrases"),
+    ("empty-phrase", lambda e: e.Ruleset([Phrases("p", ["a", ""])]), VE, "phrases[1]"),
+    ("empty-phrases-generator", lambda e: e.Ruleset([Phrases("p", no_phrases())]), VE,
+     "phrases"),
+    ("empty-marker", lambda e: e.Ruleset([Marker("m", "")]), VE, "token"),
+    ("empty-lang", lambda e: e.Ruleset([ContextAnxiety(lang=())]), VE, "lang"),
+    # duplicate ids, across kinds and with many rules
+    ("duplicate-id-across-kinds", lambda e: e.Ruleset(
+        [TailRepeat("x"), Phrases("y", ["a"]), FillerLines("x")]), VE, "'x'"),
+    ("duplicate-default-ids", lambda e: e.Ruleset([TimeAnxiety(), TimeAnxiety(lang="en")]), VE,
+     "time-anxiety"),
+    ("duplicate-id-among-1000", lambda e: e.Ruleset(
+        [Marker(f"m{i}", f"t{i}") for i in range(1000)] + [Marker("m500", "z")]), VE, "m500"),
+    # absurd throttles
+    ("every_bytes-2**32+1", lambda e: e.Ruleset([LineRepeat("r", every_bytes=(1 << 32) + 1)]),
+     VE, "every_bytes"),
+    ("every_bytes-2**64", lambda e: e.Ruleset([TailRepeat("t", every_bytes=1 << 64)]), VE,
+     "every_bytes"),
+    ("every_bytes-10**100", lambda e: e.Ruleset([LineCycle("c", every_bytes=10**100)]), VE,
+     "every_bytes"),
+    ("every_bytes--2**63", lambda e: e.Ruleset([FillerLines("f", every_bytes=-(1 << 63))]), VE,
+     "every_bytes"),
+    ("every_bytes-inf", lambda e: e.Ruleset([LineRepeat("r", every_bytes=INF)]), TE,
+     "every_bytes"),
+    ("every_bytes-numpy", lambda e: e.Ruleset([LineRepeat("r", every_bytes=NP_INT)]), TE,
+     "every_bytes"),
+    # out-of-range thresholds far past their limits (no OverflowError from a C conversion)
+    ("min_lines-2**64", lambda e: e.Ruleset([LineRepeat("r", min_lines=1 << 64)]), VE,
+     "min_lines"),
+    ("min_count--2**64", lambda e: e.Ruleset([FillerLines("f", min_count=-(1 << 64))]), VE,
+     "min_count"),
+    ("top-10**30", lambda e: e.Ruleset([LineCycle("c", top=10**30)]), VE, "top"),
+    ("window_chars-2**40", lambda e: e.Ruleset([TailRepeat("t", window_chars=1 << 40)]), VE,
+     "window_chars"),
+    ("min_ratio-1e308", lambda e: e.Ruleset([LineRepeat("r", min_ratio=1e308)]), VE,
+     "min_ratio"),
+    ("min_ratio-subnormal-negative", lambda e: e.Ruleset([LineRepeat("r", min_ratio=-5e-324)]),
+     VE, "min_ratio"),
+    ("line_window-2**64", lambda e: e.Ruleset([], line_window=1 << 64), VE, "line_window"),
+    ("evidence_chars-2**64", lambda e: e.Ruleset([], evidence_chars=1 << 64), VE,
+     "evidence_chars"),
+    ("min_line_chars-huge", lambda e: e.Ruleset([], min_line_chars=10**18), VE, "min_line_chars"),
+    ("min_lines-above-huge-window", lambda e: e.Ruleset(
+        [LineRepeat("r", min_lines=65535, min_count=1)], line_window=65534), VE, "min_lines"),
+    # wrong types at the ruleset level
+    ("rules-None", lambda e: e.Ruleset(None), TE, "rules"),
+    ("rules-dict", lambda e: e.Ruleset({"p": Phrases("p", ["a"])}), TE, "rules[0]"),
+    ("rules-nested-list", lambda e: e.Ruleset([[Phrases("p", ["a"])]]), TE, "rules[0]"),
+    ("rules-rule-class", lambda e: e.Ruleset([Phrases]), TE, "rules[0]"),
+]
+
+
+@pytest.mark.parametrize(("build", "exc", "name"), [r[1:] for r in BUILD_ROWS],
+                         ids=[r[0] for r in BUILD_ROWS])
+def test_bad_rulesets(engine: ModuleType, canary: Any, build: Callable[[ModuleType], object],
+                      exc: type[Exception], name: str) -> None:
+    with pytest.raises(exc) as excinfo:
+        build(engine)
+    assert isinstance(excinfo.value, ContextCareError)
+    assert name in str(excinfo.value), excinfo.value
+    assert_canary_intact(engine, canary)
+
+
+def test_limits_themselves_are_accepted_and_work(engine: ModuleType) -> None:
+    """Exactly MAX_PHRASES phrases, and phrases of MAX_PHRASE_CHARS code points (lone surrogates
+    and NUL included) up to MAX_PHRASE_BYTES in all: accepted, and every one of them is found."""
+    phrases = many(MAX_PHRASES)
+    rs = engine.Ruleset([Phrases("p", phrases, once=False)])
+    text = f"a{phrases[0]}b{phrases[-1]}c{phrases[31337]}"
+    assert [d.phrase for d in rs.replay(text)] == [phrases[0], phrases[-1], phrases[31337]]
+
+    unit = "\udc80\x00é"          # 3 + 1 + 2 UTF-8 bytes
+    long = [f"{i:02d}" + unit * ((MAX_PHRASE_CHARS - 2) // 3) for i in range(12)]
+    total = sum(len(p.encode("utf-8", "surrogatepass")) for p in long)
+    assert all(len(p) <= MAX_PHRASE_CHARS for p in long) and total <= MAX_PHRASE_BYTES
+    rs = engine.Ruleset([Phrases("p", long, once=False)])
+    assert [d.phrase for d in rs.replay("--" + long[7] + long[11])] == [long[7], long[11]]
+
+
+def test_automaton_size_limit_is_a_rule_value_error() -> None:
+    """Phrases under both count and byte limits can still need a transition table larger than
+    the native core allows (256 MiB per automaton): that is a RuleValueError naming the
+    automaton, not a MemoryError or a crash. (The reference has no table and accepts them.)"""
+    import random
+
+    rng = random.Random(2)
+    alphabet = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(0xA1, 0x100)]
+    phrases = ["".join(rng.choices(alphabet, k=22)) for _ in range(30000)]
+    with pytest.raises(RuleValueError, match="automaton"):
+        native.Ruleset([Phrases("p", phrases)])
+    assert native.Ruleset([Phrases("p", phrases[:2000])]).replay(f"..{phrases[1999]}..")
+
+
+def test_every_bytes_at_its_limit_checks_only_at_finish(engine: ModuleType) -> None:
+    """every_bytes = 2**32 is allowed: no stream of this test reaches it, so the rule is
+    checked once, at finish(), and fires then with the full view as its offset."""
+    rs = engine.Ruleset([LineRepeat("r", min_lines=5, min_count=5, every_bytes=1 << 32)])
+    w = rs.watcher()
+    assert w.feed("same line\n" * 10_000, "text") == ()
+    (d,) = w.finish()
+    assert d.rule == "r" and d.offset == 100_000
+
+
+def test_duplicate_phrases_in_one_rule_report_the_first(engine: ModuleType) -> None:
+    rs = engine.Ruleset([Phrases("p", ["ab", "AB", "ab"], ignore_case=True)])
+    assert [(d.phrase, d.offset) for d in rs.replay("xAb")] == [("ab", 3)]
+
+
+def test_ids_differing_in_case_are_distinct(engine: ModuleType) -> None:
+    rs = engine.Ruleset([Marker("a", "x"), Marker("A", "y")])
+    assert [d.rule for d in rs.replay("xy")] == ["a", "A"]
+
+
+def test_empty_ruleset_and_generator_rules(engine: ModuleType) -> None:
+    assert engine.Ruleset([]).replay("anything at all\n" * 100) == []
+    rs = engine.Ruleset(r for r in [Marker("m", "x")])
+    assert [d.rule for d in rs.replay("x")] == ["m"]
+
+
+def test_empty_extra_list_means_no_extra_phrases() -> None:
+    """Found with this table: extra=[] was refused ("must hold at least one phrase") while
+    extra=() was fine; an empty list of *additional* phrases is no error."""
+    assert TimeAnxiety(extra=[]).phrase_list() == TimeAnxiety().phrase_list()
+    assert ContextAnxiety(extra=[]).phrase_list() == ContextAnxiety().phrase_list()
+
+
+# ---------------------------------------------------------------------- calls on a watcher
+
+CallRow = tuple[str, Callable[[Any], object], type[Exception], str]
+
+CALL_ROWS: list[CallRow] = [
+    ("feed-memoryview", lambda w: w.feed(memoryview(b"abc")), TE, "text"),
+    ("feed-bytearray", lambda w: w.feed(bytearray(b"abc")), TE, "text"),
+    ("feed-list-of-str", lambda w: w.feed(["a", "b"]), TE, "text"),
+    ("feed-channel-bytes", lambda w: w.feed("abc", b"text"), TE, "channel"),
+    ("feed-channel-padded", lambda w: w.feed("abc", " text"), VE, "channel"),
+    ("feed-channel-nul", lambda w: w.feed("abc", "text\x00"), VE, "channel"),
+    ("feed-1MiB-wrong-channel", lambda w: w.feed(MB, "answer"), VE, "channel"),
+    ("tail-None-str", lambda w: w.tail("None"), TE, "n"),
+    ("tail-huge-negative", lambda w: w.tail(-(1 << 70)), VE, "n"),
+    ("tail-numpy-float", lambda w: w.tail(np.float64(3)), TE, "n"),
+    ("replay-str-splits", lambda w: w.ruleset.replay("abc", "123"), TE, "splits"),
+    ("replay-splits-with-None", lambda w: w.ruleset.replay("abc", [1, None, 3]), TE, "splits"),
+    ("replay-splits-float", lambda w: w.ruleset.replay("abc", [1.0, 3.0]), TE, "splits"),
+    ("replay-splits-2**70", lambda w: w.ruleset.replay("abc", [1 << 70]), VE, "splits"),
+    ("replay-splits--2**70", lambda w: w.ruleset.replay("abc", [-(1 << 70), 3]), VE, "splits"),
+    ("replay-splits-non-monotonic", lambda w: w.ruleset.replay("abcdef", [1, 4, 2, 6]), VE,
+     "splits"),
+    ("replay-splits-past-end-then-back", lambda w: w.ruleset.replay("abc", [5, 3]), VE,
+     "splits"),
+    ("replay-splits-numpy-decreasing",
+     lambda w: w.ruleset.replay("abcdef", np.array([3, 2, 6], dtype=np.int32)), VE, "splits"),
+    ("replay-splits-numpy-uint64-max",
+     lambda w: w.ruleset.replay("abc", np.array([2**64 - 1], dtype=np.uint64)), VE, "splits"),
+    ("replay-splits-numpy-float",
+     lambda w: w.ruleset.replay("abc", np.array([1.0, 3.0])), TE, "splits"),
+    ("replay-splits-1MiB-text-short",
+     lambda w: w.ruleset.replay(MB, list(range(0, 1 << 20, 4096))), VE, "splits"),
+]
+
+
+@pytest.mark.parametrize(("call", "exc", "name"), [r[1:] for r in CALL_ROWS],
+                         ids=[r[0] for r in CALL_ROWS])
+def test_bad_calls(engine: ModuleType, canary: Any, call: Callable[[Any], object],
+                   exc: type[Exception], name: str) -> None:
+    with pytest.raises(exc) as excinfo:
+        call(canary)
+    assert isinstance(excinfo.value, ContextCareError)
+    assert name in str(excinfo.value), excinfo.value
+    assert_canary_intact(engine, canary)
+
+
+def test_native_only_argument_forms() -> None:
+    """Integer buffers are a native extension of ``splits``: 2-d and non-integer ones are refused
+    with a message naming splits."""
+    rs = native.Ruleset([Marker("m", "c")])
+    with pytest.raises(RuleTypeError, match="splits"):
+        rs.replay("abc", np.array([[1, 3]]))
+    with pytest.raises(RuleTypeError, match="splits"):
+        rs.replay("abc", np.array([True, True]))
+    assert rs.replay("abc", np.array([1, 3], dtype=np.uint8))[0].offset == 3
+    with pytest.raises(TypeError, match="watcher"):
+        native.Watcher(rs)
+
+
+def test_misuse_that_is_not_an_error_behaves(engine: ModuleType, canary: Any) -> None:
+    """Odd but valid calls: a huge n for tail(), str subclasses, many empty deltas, a splits
+    sequence of a million equal offsets."""
+    class S(str):
+        pass
+
+    assert canary.tail(1 << 70) == canary.tail()
+    assert canary.feed(S(""), S("reasoning")) == ()
+    for _ in range(10_000):
+        assert canary.feed("", "reasoning") == ()
+    assert_canary_intact(engine, canary)
+    rs = canary_rules(engine)
+    text = "we hurry up"
+    assert rs.replay(text, [0] * 1_000_000 + [len(text)]) == rs.replay(text)
+    assert rs.replay(S(text), channel=S("reasoning")) == rs.replay(text, channel="reasoning")
+
+
+def test_after_finish_every_call_is_defined(engine: ModuleType) -> None:
+    w = canary_rules(engine).watcher()
+    w.feed(CANARY_TEXT, "text")
+    w.finish()
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="reset"):
+            w.feed("x", "text")
+        assert w.finish() == ()
+    assert w.tail(5) == CANARY_TEXT[-5:] and w.copy().finished
+    w.reset()
+    assert [d.rule for d in [*w.feed(CANARY_TEXT), *w.finish()]] == ["hurry", "loop"]
+
+
+# ---------------------------------------------------------------------- malformed trace lines
+
+def event_line(stream: str, kind: str, text: str = "") -> bytes:
+    obj: dict[str, Any] = {"stream": stream, "type": kind}
+    if kind.endswith("-delta"):
+        obj["text"] = text
+    return json.dumps(obj).encode()
+
+
+_GOOD = st.builds(event_line, st.sampled_from(("s1", "s2")),
+                  st.sampled_from(("start", "text-delta", "reasoning-delta", "end")),
+                  st.text(st.characters(exclude_categories=()), max_size=20))
+#: Lines that are malformed whatever their random part: invalid UTF-8, JSON that is not an
+#: object, an object that is neither an event nor a chunk, bad field types, truncated JSON.
+_BAD = st.one_of(
+    st.binary(max_size=20).map(lambda b: b"\xff" + b.replace(b"\n", b"")),
+    st.sampled_from((b"[]", b"1", b'"type"', b"null", b"{}", b"{", b'{"type": 5}',
+                     b'{"type": "text-delta", "stream": "s"}',
+                     b'{"type": "text-delta", "stream": [1], "text": "x"}',
+                     b'{"type": "start", "stream": null}',
+                     b'{"choices": 3, "id": "c"}', b'{"choices": [{"delta": 5}], "id": "c"}',
+                     b"data: {oops", b"data: 17")),
+    _GOOD.map(lambda line: line[:-1]),   # cut before its closing brace
+    st.sampled_from(("unknown", "TEXT-DELTA", "")).map(
+        lambda kind: json.dumps({"stream": "s", "type": kind, "text": "x"}).encode()),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=st.lists(_GOOD | _BAD, max_size=30))
+def test_malformed_trace_lines_are_reported_and_nothing_else_is_lost(
+        content: list[bytes]) -> None:
+    """Each bad line is reported once, with its line number; every good line still gives its
+    event, in order; without on_error the first bad line raises TraceFormatError."""
+    data = b"\n".join(content) + b"\n"
+    expected_events: list[Event] = []
+    bad_lines: list[int] = []
+    for n, line in enumerate(content, 1):
+        try:
+            expected_events += list(iter_events(io.BytesIO(line + b"\n")))
+        except TraceFormatError:
+            bad_lines.append(n)
+    errors: list[TraceFormatError] = []
+    got = list(iter_events(io.BytesIO(data), on_error=errors.append))
+    assert [e.line for e in errors] == bad_lines
+    assert [(e.stream, e.type, e.text) for e in got] == \
+        [(e.stream, e.type, e.text) for e in expected_events]
+    if bad_lines:
+        with pytest.raises(TraceFormatError) as excinfo:
+            list(iter_events(io.BytesIO(data)))
+        assert excinfo.value.line == bad_lines[0]
+    assert all(isinstance(r.detections, tuple) for r in scan(io.BytesIO(data),
+                                                              on_error=lambda e: None))
+
+
+@settings(max_examples=100, deadline=None)
+@given(lines=st.lists(_BAD, min_size=1, max_size=10))
+def test_lines_built_to_be_malformed_are(lines: list[bytes]) -> None:
+    """The generator of bad lines above really makes bad lines (else the test above would check
+    much less than it says)."""
+    for line in lines:
+        with pytest.raises(TraceFormatError):
+            list(iter_events(io.BytesIO(line + b"\n")))
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.binary(max_size=200))
+def test_arbitrary_bytes_raise_only_trace_format_error(raw: bytes) -> None:
+    try:
+        events = list(iter_events(io.BytesIO(raw)))
+    except TraceFormatError:
+        return
+    scan(io.BytesIO(raw))
+    assert all(isinstance(e, Event) for e in events)
