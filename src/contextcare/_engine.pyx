@@ -314,6 +314,8 @@ cdef class Watcher:
     cdef cc_watcher *_w
     cdef readonly Ruleset ruleset
     cdef bint _busy
+    cdef list _sink_text, _sink_reasoning
+    cdef object _on_fire
 
     def __init__(self, *args, **kwargs):
         raise TypeError("create watchers with Ruleset.watcher()")
@@ -336,12 +338,8 @@ cdef class Watcher:
                                " one stream and one thread at a time")
         return 0
 
-    def feed(self, text, /, channel="text"):
-        """Append a delta on ``channel`` ("text" or "reasoning"); return the detections that
-        fired (the empty tuple when none did)."""
-        cdef int ch = _feed_channel(channel)
-        if type(text) is not str:
-            _rules.check_text(text)
+    cdef inline int _feed(self, object text, int ch) except -1:
+        """The C call behind feed(): returns how many detections the watcher holds."""
         self._enter()
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
         cdef int kind = PyUnicode_KIND(text)
@@ -359,14 +357,49 @@ cdef class Watcher:
         else:
             # one call: it refuses a finished watcher and returns how many hits it holds
             rc = cc_watcher_feed(self._w, data, kind, <size_t>n, ch)
-        if rc == 0:
-            return ()
         if rc < 0:
             if rc == CC_ERR_FINISHED:
                 raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
             cc_watcher_clear_hits(self._w)
             raise MemoryError("contextcare: out of memory while feeding")
+        return rc
+
+    def feed(self, text, /, channel="text"):
+        """Append a delta on ``channel`` ("text" or "reasoning"); return the detections that
+        fired (the empty tuple when none did)."""
+        cdef int ch = _feed_channel(channel)
+        if type(text) is not str:
+            _rules.check_text(text)
+        if self._feed(text, ch) == 0:
+            return ()
         return _detections(self.ruleset, self._w)
+
+    def _track(self, list text_sink, list reasoning_sink, on_fire):
+        """For the actions layer (``Reply``): make ``_feed_tracked`` append every delta to the
+        sink list of its channel and hand detections to ``on_fire``. Keeps the per-delta fast
+        path of a guarded reply in C: one call, one list append, no Python frame."""
+        if not callable(on_fire):
+            raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
+        self._sink_text = text_sink
+        self._sink_reasoning = reasoning_sink
+        self._on_fire = on_fire
+
+    def _feed_tracked(self, text, /, channel="text"):
+        """``feed`` for a tracked watcher: keeps the delta in its channel's sink, returns
+        ``None`` when nothing fired, else ``on_fire(detections)``."""
+        cdef int ch = _feed_channel(channel)
+        if type(text) is not str:
+            _rules.check_text(text)
+        if self._on_fire is None:
+            raise RuntimeError("_feed_tracked() needs _track() first")
+        cdef int hits = self._feed(text, ch)
+        if ch == CC_VIEW_TEXT:
+            self._sink_text.append(text)
+        else:
+            self._sink_reasoning.append(text)
+        if hits == 0:
+            return None
+        return self._on_fire(_detections(self.ruleset, self._w))
 
     def _noop(self, text, /, channel="text"):
         """Benchmark floor: the argument handling of ``feed`` (channel check, type check, busy

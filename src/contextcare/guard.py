@@ -125,9 +125,6 @@ class Reply:
     ``feed`` raises ``RuntimeError``.
     """
 
-    __slots__ = ("_guard", "_watcher", "_feed", "_chunks", "_done", "_aborted", "verdicts",
-                 "detections")
-
     def __init__(self, guard: Guard, watcher: Any) -> None:
         self._guard = guard
         self._watcher = watcher
@@ -139,6 +136,12 @@ class Reply:
         self.verdicts: list[Verdict] = []
         #: Every detection so far, including ``record`` ones and those a verdict outranked.
         self.detections: list[Detection] = []
+        track = getattr(watcher, "_track", None)
+        if track is not None:
+            # The native watcher keeps the per-delta fast path in C: it appends the delta to
+            # this reply's chunks and calls back into _act only when something fired.
+            track(self._chunks["text"], self._chunks["reasoning"], self._act)
+            self.feed = watcher._feed_tracked  # type: ignore[method-assign]
 
     def feed(self, delta: str, channel: str = "text") -> Verdict | None:
         """Feed one delta of ``channel`` (``"text"`` or ``"reasoning"``)."""
@@ -179,6 +182,8 @@ class Reply:
     def _end(self) -> None:
         self._done = True
         self._feed = _ended
+        if "feed" in self.__dict__:
+            self.feed = _ended  # type: ignore[method-assign]
 
     def _act(self, found: Iterable[Detection]) -> Verdict | None:
         found = tuple(found)
