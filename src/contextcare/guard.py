@@ -183,7 +183,7 @@ class Reply:
         self._done = True
         self._feed = _ended
         if "feed" in self.__dict__:
-            self.feed = _ended  # type: ignore[method-assign]
+            self.feed = _ended  # type: ignore[method-assign, assignment]
 
     def _act(self, found: Iterable[Detection]) -> Verdict | None:
         found = tuple(found)
