@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .rules import (
@@ -22,12 +24,12 @@ __all__ = ["default_rules", "default_ruleset", "DEFAULT_OPTIONS"]
 
 #: Ruleset options of :func:`default_ruleset`. Lines of two characters count (real loop bodies
 #: are ``好。`` and ``做。``), and fenced code never enters the line window.
-DEFAULT_OPTIONS: dict[str, Any] = {
+DEFAULT_OPTIONS: Mapping[str, Any] = MappingProxyType({
     "line_window": 80,
     "min_line_chars": 2,
     "evidence_chars": 600,
     "mask_code_fences": True,
-}
+})
 
 
 def default_rules() -> list[Rule]:
