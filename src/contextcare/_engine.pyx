@@ -10,8 +10,8 @@ from array import array
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint32_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memset
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
 
 from contextcare import rules as _rules
 from contextcare.detection import Detection
@@ -314,8 +314,10 @@ cdef class Watcher:
     cdef cc_watcher *_w
     cdef readonly Ruleset ruleset
     cdef bint _busy
-    cdef list _sink_text, _sink_reasoning
     cdef object _on_fire
+    cdef Py_UCS4 *_kept[2]       # tracked watchers keep the reply's text, per channel
+    cdef Py_ssize_t _kept_len[2]
+    cdef Py_ssize_t _kept_cap[2]
 
     def __init__(self, *args, **kwargs):
         raise TypeError("create watchers with Ruleset.watcher()")
@@ -331,6 +333,8 @@ cdef class Watcher:
 
     def __dealloc__(self):
         cc_watcher_free(self._w)
+        free(self._kept[0])
+        free(self._kept[1])
 
     cdef inline int _enter(self) except -1:
         if self._busy:
@@ -374,32 +378,58 @@ cdef class Watcher:
             return ()
         return _detections(self.ruleset, self._w)
 
-    def _track(self, list text_sink, list reasoning_sink, on_fire):
-        """For the actions layer (``Reply``): make ``_feed_tracked`` append every delta to the
-        sink list of its channel and hand detections to ``on_fire``. Keeps the per-delta fast
-        path of a guarded reply in C: one call, one list append, no Python frame."""
+    def _track(self, on_fire):
+        """For the actions layer (``Reply``): from now on ``_feed_tracked`` keeps the text of
+        every delta (``_kept_text``) and hands detections to ``on_fire``. This keeps the
+        per-delta fast path of a guarded reply in C: one call, a copy of the delta's code points,
+        no Python frame and no Python object per delta."""
         if not callable(on_fire):
             raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
-        self._sink_text = text_sink
-        self._sink_reasoning = reasoning_sink
         self._on_fire = on_fire
 
+    cdef int _keep(self, int ch, object text) except -1:
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, need = self._kept_len[ch] + n
+        cdef Py_ssize_t cap = self._kept_cap[ch]
+        cdef Py_UCS4 *buf = self._kept[ch]
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        if need > cap:
+            cap = max(need, 2 * cap, 256)
+            buf = <Py_UCS4 *>realloc(buf, cap * sizeof(Py_UCS4))
+            if buf == NULL:
+                raise MemoryError()
+            self._kept[ch] = buf
+            self._kept_cap[ch] = cap
+        buf += self._kept_len[ch]
+        if kind == 1:
+            for i in range(n):
+                buf[i] = (<const unsigned char *>data)[i]
+        elif kind == 2:
+            for i in range(n):
+                buf[i] = (<const unsigned short *>data)[i]
+        else:
+            memcpy(buf, data, n * sizeof(Py_UCS4))
+        self._kept_len[ch] = need
+        return 0
+
     def _feed_tracked(self, text, /, channel="text"):
-        """``feed`` for a tracked watcher: keeps the delta in its channel's sink, returns
-        ``None`` when nothing fired, else ``on_fire(detections)``."""
+        """``feed`` for a tracked watcher: keeps the delta's text, returns ``None`` when nothing
+        fired, else ``on_fire(detections)``."""
         cdef int ch = _feed_channel(channel)
         if type(text) is not str:
             _rules.check_text(text)
         if self._on_fire is None:
             raise RuntimeError("_feed_tracked() needs _track() first")
         cdef int hits = self._feed(text, ch)
-        if ch == CC_VIEW_TEXT:
-            self._sink_text.append(text)
-        else:
-            self._sink_reasoning.append(text)
+        self._keep(ch, text)
         if hits == 0:
             return None
         return self._on_fire(_detections(self.ruleset, self._w))
+
+    def _kept_text(self, channel):
+        """All text ``_feed_tracked`` received on ``channel`` since ``_track``."""
+        cdef int ch = _feed_channel(channel)
+        return PyUnicode_FromKindAndData(4, self._kept[ch], self._kept_len[ch])
 
     def _noop(self, text, /, channel="text"):
         """Benchmark floor: the argument handling of ``feed`` (channel check, type check, busy

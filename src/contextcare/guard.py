@@ -42,7 +42,7 @@ be shared by any number of guards and threads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Union
@@ -136,12 +136,14 @@ class Reply:
         self.verdicts: list[Verdict] = []
         #: Every detection so far, including ``record`` ones and those a verdict outranked.
         self.detections: list[Detection] = []
+        self._kept: Callable[[str], str] | None = None
         track = getattr(watcher, "_track", None)
         if track is not None:
-            # The native watcher keeps the per-delta fast path in C: it appends the delta to
-            # this reply's chunks and calls back into _act only when something fired.
-            track(self._chunks["text"], self._chunks["reasoning"], self._act)
+            # The native watcher keeps the per-delta fast path in C: it keeps the reply's text
+            # itself and calls back into _act only when something fired.
+            track(self._act)
             self.feed = watcher._feed_tracked  # type: ignore[method-assign]
+            self._kept = watcher._kept_text
 
     def feed(self, delta: str, channel: str = "text") -> Verdict | None:
         """Feed one delta of ``channel`` (``"text"`` or ``"reasoning"``)."""
@@ -176,6 +178,8 @@ class Reply:
     @property
     def partial(self) -> Partial:
         """The text received so far, per channel (``interrupted`` when aborted)."""
+        if self._kept is not None:
+            return Partial(self._kept("text"), self._kept("reasoning"), self._aborted)
         return Partial("".join(self._chunks["text"]), "".join(self._chunks["reasoning"]),
                        self._aborted)
 
