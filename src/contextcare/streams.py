@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .errors import RuleTypeError
 from .guard import Abort, Guard, Partial, Reply, Verdict
@@ -333,34 +333,29 @@ class AsyncWatch(_State, Generic[T]):
         await self.aclose()
 
 
-class OpenAIWatch(Watch[T]):
+class _ChoiceReplies:
+    """The per-choice view shared by the sync and async OpenAI watches (whose handler is a
+    :class:`_Chunks`)."""
+
+    _handler: _Handler
+
+    @property
+    def replies(self) -> dict[int, Reply]:
+        """The reply of each choice index seen."""
+        return cast(_Chunks, self._handler).replies
+
+    @property
+    def partials(self) -> dict[int, Partial]:
+        """The partial text of every choice seen."""
+        return {i: r.partial for i, r in self.replies.items()}
+
+
+class OpenAIWatch(_ChoiceReplies, Watch[T]):
     """:class:`Watch` over OpenAI chunks; :attr:`replies` maps each choice index to its reply."""
 
-    _handler: _Chunks
 
-    @property
-    def replies(self) -> dict[int, Reply]:
-        return self._handler.replies
-
-    @property
-    def partials(self) -> dict[int, Partial]:
-        """The partial text of every choice seen."""
-        return {i: r.partial for i, r in self._handler.replies.items()}
-
-
-class AsyncOpenAIWatch(AsyncWatch[T]):
+class AsyncOpenAIWatch(_ChoiceReplies, AsyncWatch[T]):
     """:class:`AsyncWatch` over OpenAI chunks; :attr:`replies` maps choice index to reply."""
-
-    _handler: _Chunks
-
-    @property
-    def replies(self) -> dict[int, Reply]:
-        return self._handler.replies
-
-    @property
-    def partials(self) -> dict[int, Partial]:
-        """The partial text of every choice seen."""
-        return {i: r.partial for i, r in self._handler.replies.items()}
 
 
 def watch(iterable: Iterable[T], guard: Guard, *,
