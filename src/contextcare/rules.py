@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, SupportsIndex, Union
 
 from .errors import RuleTypeError, RuleValueError
@@ -61,6 +61,8 @@ _MAX_EVERY_BYTES = 1 << 32
 # --------------------------------------------------------------------------- validation helpers
 
 def _who(rule: object) -> str:
+    if isinstance(rule, RulesetOptions):
+        return "Ruleset"
     return f"{type(rule).__name__}({getattr(rule, 'id', '?')!r})"
 
 
@@ -459,8 +461,6 @@ class RulesetOptions:
     min_line_chars: int = 3
     evidence_chars: int = 600
     mask_code_fences: bool = False
-
-    id: str = field(default="Ruleset", repr=False)
 
     def __post_init__(self) -> None:
         _int(self, "line_window", 1, _MAX_COUNT)

@@ -122,7 +122,7 @@ def _options(source: str, table: object, base: dict[str, Any]) -> dict[str, Any]
     try:
         RulesetOptions(**options)
     except (TypeError, ValueError) as exc:
-        message = str(exc).replace("RulesetOptions('Ruleset')", "options")
+        message = str(exc).replace("Ruleset: ", "options: ", 1)
         raise RulesFileError(f"{source}: {message}") from None
     return options
 
