@@ -1045,8 +1045,6 @@ HOT_INLINE void run_view(cc_watcher *w, const viewplan *vp, view *v, const void 
 
 /* ---- the two common shapes, written out lean -------------------------------------------- */
 
-/* A view that only matches phrases with one automaton (no lines, ring or throttle): the
- * reasoning view of the default rules. */
 /* A character of a phrase view that the fast loop leaves to this general path: the gap after
  * an occurrence, a match, a line end or a quote mark. `at` = the view's count after it. */
 static void ph_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, uint64_t at,
@@ -1065,23 +1063,42 @@ static void ph_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, ui
     else if (vp->quotes && is_quote_char(cp)) quote_update(v, cp);
 }
 
+static inline void ring_put(cc_ring *r, uint32_t cp) {
+    r->lo[r->pos] = (uint16_t)cp;
+    if (r->hi) r->hi[r->pos] = (uint8_t)(cp >> 16);
+    r->pos = r->pos + 1 == r->cap ? 0 : r->pos + 1;
+}
+
 /* A view that only matches phrases with one automaton (no lines, ring or throttle): the
- * reasoning view of the default rules. The fast loop keeps nothing live across a call: it
+ * reasoning view of the default rules. With RING, the combined view of the same delta keeps
+ * only the evidence ring (no throttled rules there) and is filled in the same loop, so a short
+ * delta pays for one loop exit, not two. The fast loop keeps nothing live across a call: it
  * stops before a character that needs more (a match, a line end or quote mark with
  * suppress_quoted, the gap after a match), which ph_event handles. */
-HOT_INLINE void run_phrases(cc_watcher *w, const viewplan *vp, view *v, const void *data,
-                            size_t len, const int kind) {
+HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, view *vc,
+                                 const void *data, size_t len, const int kind, const int ring,
+                                 const int wide) {
     const uint64_t end = v->chars + len;
     v->chars = end;
+    if (ring) vc->chars += len;
     size_t i = 0;
-    /* once every phrase rule of the view has fired for good, nothing here can fire any more */
-    while (i < len && v->live_phrase_rules) {
+    while (i < len) {
+        if (!v->live_phrase_rules) {
+            /* every phrase rule of the view has fired for good: nothing here can fire any more;
+             * the rest only enters the ring */
+            for (; ring && i < len; i++) ring_put(&vc->ring, load_cp(data, kind, i));
+            return;
+        }
         if (!v->in_gap) {
             const cc_automaton *a = vp->live_ac[0];
             const uint32_t *trans = a->trans;
             const uint32_t *pages = a->pages;
             const uint16_t *pcls = a->page_cls;
             const uint32_t mb = a->match_base, sb = a->special_base;
+            uint16_t *rlo = ring ? vc->ring.lo : NULL;
+            uint8_t *rhi = ring ? vc->ring.hi : NULL;
+            uint32_t rpos = ring ? vc->ring.pos : 0;
+            const uint32_t rcap = ring ? vc->ring.cap : 0;
             uint32_t s = v->state[0];
             for (; i < len; i++) {
                 uint32_t cp = load_cp(data, kind, i);
@@ -1090,20 +1107,28 @@ HOT_INLINE void run_phrases(cc_watcher *w, const viewplan *vp, view *v, const vo
                 uint32_t t = trans[s + c];
                 if ((t >= mb) | (c >= sb)) break;
                 s = t;
+                if (ring) {
+                    rlo[rpos] = (uint16_t)cp;
+                    if (wide) rhi[rpos] = (uint8_t)(cp >> 16);
+                    rpos = rpos + 1 == rcap ? 0 : rpos + 1;
+                }
             }
             v->state[0] = s;
+            if (ring) vc->ring.pos = rpos;
             if (i == len) return;
         }
-        ph_event(w, vp, v, load_cp(data, kind, i), end - len + i + 1, (uint64_t)i + 1);
+        uint32_t cp = load_cp(data, kind, i);
+        if (ring) ring_put(&vc->ring, cp);
+        ph_event(w, vp, v, cp, end - len + i + 1, (uint64_t)i + 1);
         i++;
     }
 }
 
-static inline void ring_put(cc_ring *r, uint32_t cp) {
-    r->lo[r->pos] = (uint16_t)cp;
-    if (r->hi) r->hi[r->pos] = (uint8_t)(cp >> 16);
-    r->pos = r->pos + 1 == r->cap ? 0 : r->pos + 1;
+HOT_INLINE void run_phrases(cc_watcher *w, const viewplan *vp, view *v, const void *data,
+                            size_t len, const int kind) {
+    run_phrases_ring(w, vp, v, NULL, data, len, kind, 0, 0);
 }
+
 
 /* The builder's work for a character that is not '\n' at the start of a line (leading
  * whitespace, the first character) or on a line that may still be a code fence. */
@@ -1302,66 +1327,10 @@ DEFINE_PAIRS(pair_ph_rg, 1, 0)
 DEFINE_PAIRS(pair_ln, 0, 1)
 DEFINE_PAIRS(pair_rg, 0, 0)
 
-/* Phrases on the channel's view and nothing but the evidence ring on the combined view (no
- * throttled rules there): one loop over the delta for both, so a short delta pays for one loop
- * exit, not two. */
-HOT_INLINE void run_ph_ring(cc_watcher *w, int ch, const void *data, size_t len, const int kind,
-                            const int wide) {
-    const viewplan *vp = &w->rs->views[ch];
-    view *v = &w->v[ch];
-    view *vc = &w->v[CC_VIEW_COMBINED];
-    const uint64_t end = v->chars + len;
-    v->chars = end;
-    vc->chars += len;
-    size_t i = 0;
-    while (i < len) {
-        uint16_t *rlo = vc->ring.lo;
-        uint8_t *rhi = vc->ring.hi;
-        uint32_t rpos = vc->ring.pos;
-        const uint32_t rcap = vc->ring.cap;
-        if (!v->live_phrase_rules) {
-            /* nothing can fire here any more: the rest only enters the ring */
-            for (; i < len; i++) {
-                uint32_t cp = load_cp(data, kind, i);
-                rlo[rpos] = (uint16_t)cp;
-                if (wide) rhi[rpos] = (uint8_t)(cp >> 16);
-                rpos = rpos + 1 == rcap ? 0 : rpos + 1;
-            }
-            vc->ring.pos = rpos;
-            return;
-        }
-        if (!v->in_gap) {
-            const cc_automaton *a = vp->live_ac[0];
-            const uint32_t *trans = a->trans;
-            const uint32_t *pages = a->pages;
-            const uint16_t *pcls = a->page_cls;
-            const uint32_t mb = a->match_base, sb = a->special_base;
-            uint32_t s = v->state[0];
-            for (; i < len; i++) {
-                uint32_t cp = load_cp(data, kind, i);
-                uint32_t c = kind == 4 ? cc_automaton_class(a, cp)
-                                       : pcls[pages[cp >> 8] + (cp & 0xFF)];
-                uint32_t t = trans[s + c];
-                if ((t >= mb) | (c >= sb)) break;
-                s = t;
-                rlo[rpos] = (uint16_t)cp;
-                if (wide) rhi[rpos] = (uint8_t)(cp >> 16);
-                rpos = rpos + 1 == rcap ? 0 : rpos + 1;
-            }
-            v->state[0] = s;
-            vc->ring.pos = rpos;
-            if (i == len) return;
-        }
-        uint32_t cp = load_cp(data, kind, i);
-        ring_put(&vc->ring, cp);
-        ph_event(w, vp, v, cp, end - len + i + 1, (uint64_t)i + 1);
-        i++;
-    }
-}
-
 #define DEFINE_PH_RING(NAME, KIND, WIDE)                                                       \
     static void NAME(cc_watcher *w, int ch, const void *d, size_t n) {                         \
-        run_ph_ring(w, ch, d, n, KIND, WIDE);                                                  \
+        run_phrases_ring(w, &w->rs->views[ch], &w->v[ch], &w->v[CC_VIEW_COMBINED], d, n,     \
+                         KIND, 1, WIDE);                                                       \
     }
 DEFINE_PH_RING(pair_ph_ev_1, 1, 0)
 DEFINE_PH_RING(pair_ph_ev_2, 2, 0)
