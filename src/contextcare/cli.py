@@ -529,11 +529,14 @@ def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
             out.write(text.rstrip("\n") + "\n")
             return 0
         if args.memory_command == "check":
-            text, ok = memory.check_command(args.directory)
+            text, ok = memory.check_command(args.directory, on_unreadable="raise")
             out.write(text.rstrip("\n") + "\n")
             return 0 if ok else 1
         created = memory.scaffold(args.directory)
-    except (OSError, TypeError, ValueError) as exc:
+    except OSError as exc:  # "path: reason", like the library's own file errors
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise CommandError(where + (exc.strerror or str(exc))) from None
+    except (TypeError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     for path in created:
         out.write(f"created {path}\n")

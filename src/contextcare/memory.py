@@ -48,17 +48,21 @@ Decisions where the design note is silent (each one is tested in ``tests/test_me
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import math
 import os
 import re
+import secrets
+import stat
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
 
-from .errors import RuleTypeError, RuleValueError
+from .errors import ContextCareError, RuleTypeError, RuleValueError
 
 __all__ = [
     "DEFAULT_CAP", "MAX_CAP", "LIST_TOKEN_BUDGET", "ANCHOR_FILE", "EMOTIONS_FILE", "NOTES_FILE",
@@ -66,7 +70,8 @@ __all__ = [
     "Reinjection", "TagUse", "parse_anchor", "stability", "weight", "days_since", "recall_days",
     "weigh",
     "sink_order", "admit", "injected_block", "load", "load_diaries", "save", "check", "scaffold",
-    "rank_command", "check_command",
+    "rank_command", "check_command", "MemoryFileError", "MemoryDecodeError",
+    "AnchorFileChangedError",
 ]
 
 #: Most anchors in view (the design note's cap).
@@ -81,6 +86,8 @@ _TOKEN_WARN = LIST_TOKEN_BUDGET * 3 // 2
 _BASE_STABILITY_DAYS = 1.0
 #: Recall doublings beyond this do not change S (keeps 2**n finite and R meaningful).
 _MAX_DOUBLINGS = 30
+#: Versions of a list (the text first read, then the latest admits) ``save`` accepts on disk.
+_MAX_LINEAGE = 64
 
 ANCHOR_FILE = "ofttold.md"
 EMOTIONS_FILE = "emotions.md"
@@ -109,6 +116,35 @@ Kind = Literal["diary", "note", "undated"]
 Place = Literal["view", "sunk"]
 Lang = Literal["zh", "en"]
 _Section = Literal["view", "sunk", "vocabulary", "other"]
+
+
+# --------------------------------------------------------------------------- errors
+
+class MemoryFileError(ContextCareError, ValueError):
+    """A file of a memory folder cannot be used as it is. ``str(error)`` is ``"path: reason"``;
+    the parts are :attr:`path` and :attr:`reason`."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, *details: object) -> None:
+        super().__init__(Path(path), reason, *details)
+        self.path = Path(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class MemoryDecodeError(MemoryFileError, UnicodeError):
+    """A file of a memory folder is not UTF-8. :attr:`offset` is the byte offset of the first
+    byte that cannot be decoded (it is also in the message, with its line)."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, offset: int) -> None:
+        super().__init__(path, reason, offset)
+        self.offset = offset
+
+
+class AnchorFileChangedError(MemoryFileError):
+    """:func:`save` refused to replace the anchor file: it no longer holds the text the list was
+    read from (someone edited it since :func:`load`), so writing would lose that edit."""
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -142,6 +178,20 @@ def _check_lang(lang: object) -> Lang:
     raise RuleValueError(f"lang must be 'zh' or 'en', got {lang!r}")
 
 
+def _check_encodable(text: str, name: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (which no UTF-8 file can hold) is a ``RuleValueError``
+    naming the argument, the line and the character."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        column = exc.start - (text.rfind("\n", 0, exc.start) + 1) + 1
+        where = f"line {line}, character {column}" if "\n" in text else f"character {column}"
+        raise RuleValueError(
+            f"{name}: {where} is U+{ord(text[exc.start]):04X}, a lone surrogate, which cannot be"
+            " written as UTF-8") from None
+
+
 def _strip_marker(text: str) -> str:
     """The text of a list item without its marker; other text unchanged (both trimmed)."""
     match = _ITEM.match(text.strip())
@@ -160,11 +210,15 @@ def _estimate_tokens(text: str) -> int:
 
 @dataclass(frozen=True)
 class Anchor:
-    """One anchor line, parsed. The line itself (:attr:`text`) is never changed by this module.
+    """One anchor line, parsed. The line itself (:attr:`text`, without its line ending and
+    without a byte-order mark) is never changed by this module. ``title``, ``handle`` and the
+    date are read from the line with its HTML comments taken out, so nothing written inside a
+    comment ever reaches them.
 
     ``lineno`` is the 1-based line in the anchor file (0 for an anchor that is not in a file);
     ``place`` says whether the line is in view (Oft-told section) or sunk; ``bad_date`` holds an
-    impossible date such as ``2026-02-30`` that was written where a date belongs.
+    impossible date such as ``2026-02-30`` that was written where a date belongs; ``tail`` is what
+    a note has after its ``起`` stamp (not part of the title, but shown, so its tags count).
     """
 
     text: str
@@ -175,6 +229,7 @@ class Anchor:
     lineno: int = 0
     place: Place = "view"
     bad_date: str = ""
+    tail: str = ""
 
     @property
     def short_handle(self) -> bool:
@@ -188,8 +243,9 @@ class Anchor:
 
     @property
     def tags(self) -> tuple[str, ...]:
-        """The ``#tags`` in the title, without the ``#``, in order."""
-        return tuple(_TAG.findall(self.title))
+        """The ``#tags`` in the title (and in the tail after a stamp), without the ``#``, in
+        order."""
+        return tuple(_TAG.findall(self.title)) + tuple(_TAG.findall(self.tail))
 
 
 def parse_anchor(text: str, *, lineno: int = 0, place: Place = "view") -> Anchor:
@@ -198,19 +254,26 @@ def parse_anchor(text: str, *, lineno: int = 0, place: Place = "view") -> Anchor
     Own date: the last ``→ `YYYY-MM-DD` 起`` stamp makes a note dated by the stamp, and the title
     is the text before its arrow; otherwise the first ``YYYY-MM-DD`` on the line makes a diary
     anchor, and that date (with its backticks) is taken out of the title; otherwise the anchor is
-    undated. The handle is the title up to the first ``·``, trimmed.
+    undated. The handle is the title up to the first ``·``, trimmed. HTML comments are not part
+    of the anchor: a comment that opens on the line and does not close there hides the rest of it.
     """
     if not isinstance(text, str):
         raise RuleTypeError(f"text must be a str, got {type(text).__name__}")
-    raw = text.rstrip("\r\n")
-    body = _strip_marker(_COMMENT.sub(" ", raw.lstrip("\ufeff")))
+    raw = text.rstrip("\r\n").lstrip("\ufeff")
+    return _parse(raw, _uncomment([raw])[0].visible, lineno, place)
+
+
+def _parse(raw: str, visible: str, lineno: int, place: Place) -> Anchor:
+    """The anchor of line ``raw`` as seen through :func:`_uncomment` (``visible``): the title,
+    handle and date come from the visible text only; ``raw`` is kept as the anchor's text."""
+    body = _strip_marker(visible)
     own: date | None = None
-    bad = ""
+    bad = tail = ""
     kind: Kind = "undated"
     stamps = list(_STAMP.finditer(body))
     if stamps:
         last = stamps[-1]
-        title = body[: last.start()].strip()
+        title, tail = body[: last.start()].strip(), body[last.end():].strip()
         kind, found = "note", last.group(1)
     else:
         first = _DIARY_DATE.search(body)
@@ -226,7 +289,7 @@ def parse_anchor(text: str, *, lineno: int = 0, place: Place = "view") -> Anchor
         except ValueError:
             kind, bad = "undated", found
     handle = title.split(_MIDDLE_DOT, 1)[0].strip()
-    return Anchor(raw, title, handle, own, kind, lineno, place, bad)
+    return Anchor(raw, title, handle, own, kind, lineno, place, bad, tail)
 
 
 # --------------------------------------------------------------------------- the anchor file
@@ -235,9 +298,25 @@ def parse_anchor(text: str, *, lineno: int = 0, place: Place = "view") -> Anchor
 class _Line:
     kind: Literal["blank", "text", "heading", "item", "comment", "code"]
     section: _Section
+    visible: str = ""       # the line as shown: see _uncomment
     level: int = 0          # heading level (1-6); 0 for other lines
     top: bool = False       # a list item at top level (indent < 2 columns)
     comment_from: int = -1  # for lines inside a multi-line comment: where the comment opened
+
+
+def _digest(text: str) -> str:
+    """The digest of a text as its UTF-8 file holds it (lone surrogates, which no UTF-8 file can
+    hold, are digested as they are, so such a text never matches a file)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _derive(parent: AnchorList, text: str) -> AnchorList:
+    """``text`` parsed as the next version of ``parent``: it inherits the parent's lineage."""
+    child = AnchorList.parse(text)
+    lineage = parent.lineage + child.lineage
+    if len(lineage) > _MAX_LINEAGE:  # keep the text first read and the latest versions
+        lineage = lineage[:1] + lineage[-(_MAX_LINEAGE - 1):]
+    return replace(child, lineage=lineage)
 
 
 def _split_lines(text: str) -> list[str]:
@@ -260,43 +339,74 @@ def _heading_class(title: str) -> _Section:
     return "other"
 
 
-def _scan(lines: Sequence[str]) -> list[_Line]:
-    """Classify every line and assign it a section, skipping comments and code fences."""
-    shapes: list[_Line] = []          # pass 1: kinds (sections filled in by pass 2)
-    classes: list[_Section] = []      # the section a heading line names ("other" for the rest)
+def _uncomment(lines: Sequence[str]) -> list[_Line]:
+    """The one comment-stripping step: every reader of a memory file sees lines through it.
+
+    Each line comes back with its ``visible`` text: the line without its line ending (and without
+    a byte-order mark on the first line), with every HTML comment taken out. A comment may close on
+    the line it opens on (it becomes one space), or on a later line: then the rest of the opening
+    line, every line in between and the closing line up to its ``-->`` are hidden, and
+    ``comment_from`` of the lines after the opening one names the line that opened it. A comment
+    that never closes hides everything after its ``<!--``. Lines of a fenced code block are code,
+    shown as written (``<!--`` in code is text). ``kind`` is ``"code"``, ``"comment"`` (a line
+    inside a multi-line comment, or one that holds nothing but comments) or ``"text"`` for now;
+    :func:`_scan` classifies the text lines further.
+    """
+    out: list[_Line] = []
     comment_from = -1
     fence = ""
     for index, line in enumerate(lines):
-        raw = line.rstrip("\r\n").lstrip("\ufeff") if index == 0 else line.rstrip("\r\n")
-        cls: _Section = "other"
+        raw = line.rstrip("\r\n")
+        if index == 0:
+            raw = raw.lstrip("\ufeff")
         if fence:
             if raw.strip().startswith(fence):
                 fence = ""
-            shape = _Line("code", "other")
-        elif comment_from >= 0:
-            shape = _Line("comment", "other", comment_from=comment_from)
-            if "-->" in raw:
-                comment_from = -1
+            out.append(_Line("code", "other", visible=raw))
+            continue
+        opened = comment_from
+        tail = raw
+        if opened >= 0:
+            close = raw.find("-->")
+            if close < 0:
+                out.append(_Line("comment", "other", comment_from=opened))
+                continue
+            comment_from, tail = -1, " " + raw[close + 3:]
         elif fence_match := _FENCE.match(raw):
             fence = fence_match.group(1)
-            shape = _Line("code", "other")
+            out.append(_Line("code", "other", visible=raw))
+            continue
+        visible = _COMMENT.sub(" ", tail)
+        if "<!--" in visible:
+            comment_from = index
+            visible = visible.split("<!--", 1)[0]
+        if opened >= 0:  # the closing line of a comment is part of it; what follows is shown
+            out.append(_Line("comment", "other", visible=visible, comment_from=opened))
+        elif not visible.strip() and "<!--" in raw:
+            out.append(_Line("comment", "other", visible=visible))
         else:
-            visible = _COMMENT.sub(" ", raw)
-            if "<!--" in visible:
-                comment_from = index
-                visible = visible.split("<!--", 1)[0]
+            out.append(_Line("text", "other", visible=visible))
+    return out
+
+
+def _scan(lines: Sequence[str]) -> list[_Line]:
+    """Classify every line (seen through :func:`_uncomment`) and assign it a section."""
+    shapes: list[_Line] = []          # pass 1: kinds (sections filled in by pass 2)
+    classes: list[_Section] = []      # the section a heading line names ("other" for the rest)
+    for shape in _uncomment(lines):
+        cls: _Section = "other"
+        if shape.kind == "text":
+            visible = shape.visible
             heading = _HEADING.match(visible)
             item = _ITEM.match(visible)
             if not visible.strip():
-                shape = _Line("comment" if "<!--" in raw else "blank", "other")
+                shape = replace(shape, kind="blank")
             elif heading:
                 cls = _heading_class((heading.group(2) or "").rstrip("#").strip())
-                shape = _Line("heading", "other", level=len(heading.group(1)))
+                shape = replace(shape, kind="heading", level=len(heading.group(1)))
             elif item and item.group("body") and not _THEMATIC_BREAK.match(visible):
                 top = len(item.group("indent").expandtabs(4)) < 2
-                shape = _Line("item", "other", top=top)
-            else:
-                shape = _Line("text", "other")
+                shape = replace(shape, kind="item", top=top)
         shapes.append(shape)
         classes.append(cls)
     has_view = "view" in classes
@@ -304,9 +414,9 @@ def _scan(lines: Sequence[str]) -> list[_Line]:
     section_level = 0  # 0: the headless preamble, which any heading ends
     out: list[_Line] = []
     for shape, cls in zip(shapes, classes):
-        if shape.kind == "heading":
-            if cls != "other" or section_level == 0 or shape.level <= section_level:
-                section, section_level = cls, shape.level
+        if shape.kind == "heading" and (
+                cls != "other" or section_level == 0 or shape.level <= section_level):
+            section, section_level = cls, shape.level
         out.append(replace(shape, section=section))
     return out
 
@@ -318,10 +428,15 @@ class AnchorList:
     :meth:`render` gives back exactly the text that was parsed. The only edits this module makes
     are :func:`admit`'s: insert one new line at the end of the Oft-told list, and move a sunk
     anchor's lines (unchanged) to the end of the Sunk section.
+
+    ``lineage`` (not part of equality) holds digests of the texts this list descends from: the
+    text it was parsed from, then one per :func:`admit`. :func:`save` replaces a file only when
+    the file still holds one of them, so an edit made since the list was read is never lost.
     """
 
     lines: tuple[str, ...]
     anchors: tuple[Anchor, ...]
+    lineage: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def parse(cls, text: str) -> AnchorList:
@@ -335,8 +450,10 @@ class AnchorList:
         for index, info in enumerate(_scan(lines)):
             if info.kind == "item" and info.top and info.section in ("view", "sunk"):
                 place: Place = "view" if info.section == "view" else "sunk"
-                anchors.append(parse_anchor(lines[index], lineno=index + 1, place=place))
-        return cls(tuple(lines), tuple(anchors))
+                raw = lines[index].rstrip("\r\n")
+                raw = raw.lstrip("\ufeff") if index == 0 else raw
+                anchors.append(_parse(raw, info.visible, index + 1, place))
+        return cls(tuple(lines), tuple(anchors), (_digest(text),))
 
     def render(self) -> str:
         """The file's text."""
@@ -389,8 +506,24 @@ def _with_newline(lines: list[str], index: int, newline: str) -> None:
         lines[index - 1] += newline
 
 
-def _insert_in_view(anchors: AnchorList, line: str) -> AnchorList:
+def _lines_for_edit(anchors: AnchorList) -> tuple[list[str], str]:
+    """The lines of ``anchors`` ready for an edit, and the byte-order mark taken off the first
+    line (if any): :func:`_edited` puts it back at the start of the file, wherever lines moved."""
     lines = list(anchors.lines)
+    bom = "\ufeff" if lines and lines[0].startswith("\ufeff") else ""
+    if bom:
+        lines[0] = lines[0][1:]
+    return lines, bom
+
+
+def _edited(anchors: AnchorList, lines: list[str], bom: str) -> AnchorList:
+    if bom:
+        lines[0] = bom + lines[0]
+    return _derive(anchors, "".join(lines))
+
+
+def _insert_in_view(anchors: AnchorList, line: str) -> AnchorList:
+    lines, bom = _lines_for_edit(anchors)
     infos = _scan(lines)
     newline = anchors.newline
     view = anchors.in_view
@@ -400,11 +533,11 @@ def _insert_in_view(anchors: AnchorList, line: str) -> AnchorList:
         at = _append_point(infos, "view") or 0
     _with_newline(lines, at, newline)
     lines.insert(at, line + newline)
-    return AnchorList.parse("".join(lines))
+    return _edited(anchors, lines, bom)
 
 
 def _move_to_sunk(anchors: AnchorList, anchor: Anchor) -> AnchorList:
-    lines = list(anchors.lines)
+    lines, bom = _lines_for_edit(anchors)
     infos = _scan(lines)
     newline = anchors.newline
     start = anchor.lineno - 1
@@ -424,7 +557,7 @@ def _move_to_sunk(anchors: AnchorList, anchor: Anchor) -> AnchorList:
         block = gap + [heading + newline, newline] + block
     _with_newline(lines, at, newline)
     lines[at:at] = block
-    return AnchorList.parse("".join(lines))
+    return _edited(anchors, lines, bom)
 
 
 # --------------------------------------------------------------------------- the curve
@@ -546,17 +679,24 @@ def admit(anchors: AnchorList, new: str | Anchor, *, today: date, cap: int = DEF
     that sinks.
 
     ``new`` is one line (list marker optional). An undated line is stamped ``→ `today` 起``. A line
-    whose handle matches a sunk anchor returns as new: it is written with today's stamp, so its
-    date and its recall count restart; the old sunk line stays where it is. A handle already in
-    view is an error (edit that line by hand; this function never rewrites a user's line).
+    whose probe (see :attr:`Anchor.probe`: the handle, or the whole title when the handle is one
+    character or empty) matches a sunk anchor's returns as new: it is written with today's stamp,
+    so its date and its recall count restart; the old sunk line stays where it is. A probe already
+    in view is an error (edit that line by hand; this function never rewrites a user's line).
+    Identity and recall counting use the same probe.
+
+    ``new`` must be text a UTF-8 file can hold (no lone surrogates such as ``"\\ud800"``).
     """
     if not isinstance(anchors, AnchorList):
         raise RuleTypeError(f"anchors must be an AnchorList, got {type(anchors).__name__}")
     today = _check_today(today)
     cap = _check_cap(cap)
+    if diaries is not None:
+        diaries = _check_diaries(diaries)
     text = new.text if isinstance(new, Anchor) else new
     if not isinstance(text, str):
         raise RuleTypeError(f"new must be a str or an Anchor, got {type(new).__name__}")
+    _check_encodable(text, "new")
     if "\n" in text.strip() or "\r" in text.strip():
         raise RuleValueError("new must be one line: one anchor per list item")
     if "<!--" in text or "-->" in text:
@@ -564,13 +704,15 @@ def admit(anchors: AnchorList, new: str | Anchor, *, today: date, cap: int = DEF
     incoming = parse_anchor(text)
     if not incoming.title:
         raise RuleValueError(f"new must have a title, got {text!r}")
-    key = _norm(incoming.handle)
+    key = incoming.probe
     for anchor in anchors.in_view:
-        if _norm(anchor.handle) == key:
+        if anchor.probe == key:
+            what = "title" if incoming.short_handle else "handle"
+            name = incoming.title if incoming.short_handle else incoming.handle
             raise RuleValueError(
-                f"new: an anchor with handle {incoming.handle!r} is already in view at line "
+                f"new: an anchor with {what} {name!r} is already in view at line "
                 f"{anchor.lineno}; edit that line by hand")
-    returned = any(_norm(a.handle) == key for a in anchors.sunk)
+    returned = any(a.probe == key for a in anchors.sunk)
     if returned or incoming.own_date is None:
         line = f"- {incoming.title} → `{today.isoformat()}` 起"
     else:
@@ -616,7 +758,12 @@ class Reinjection:
         self._since = 0
 
     def message(self, role: str, *, own_notice: bool = False) -> None:
-        """Count one message appended to the session."""
+        """Count one message appended to the session (``role`` as in a chat message: ``"user"``,
+        ``"assistant"``, ``"tool"``, ``"system"``, …)."""
+        if not isinstance(role, str):
+            raise RuleTypeError(f"role must be a str, got {type(role).__name__}")
+        if not isinstance(own_notice, bool):
+            raise RuleTypeError(f"own_notice must be a bool, got {type(own_notice).__name__}")
         if role in self.COUNTED_ROLES and not own_notice:
             self._since += 1
 
@@ -682,8 +829,18 @@ class MemoryFolder:
 
 
 def _read(path: Path) -> str:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return handle.read()
+    """The text of a memory file, exactly (line endings and a byte-order mark kept). A file that is
+    not UTF-8 raises :class:`MemoryDecodeError` naming it, the byte offset and the line."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start:exc.end].hex(" ")
+        raise MemoryDecodeError(
+            path, f"not UTF-8: byte {exc.start} (line {line}) starts {exc.reason} (0x{bad});"
+            " save the file as UTF-8", exc.start) from None
 
 
 def _diary_day(name: str) -> date | None:
@@ -713,16 +870,16 @@ def _vocabulary_and_tags(files: Mapping[str, str]) -> tuple[frozenset[str] | Non
     for name, text in files.items():
         lines = _split_lines(text)
         for index, info in enumerate(_scan(lines)):
-            visible = _COMMENT.sub(" ", lines[index]).split("<!--", 1)[0]
             if info.section == "vocabulary":
                 if info.kind == "heading":
                     vocabulary = vocabulary or set()
                 elif info.kind in ("item", "text"):
-                    words = re.split(r"[\s,，、/／;；]+", _strip_marker(visible))
+                    words = re.split(r"[\s,，、/／;；]+", _strip_marker(info.visible))
                     vocabulary = (vocabulary or set()) | {
                         _norm(w.lstrip("#")) for w in words if w.lstrip("#")}
-            elif info.kind == "item":
-                uses += [TagUse(name, index + 1, tag) for tag in _TAG.findall(visible)]
+            elif info.kind == "item":  # tags as the parser reads them (a stamp is not a tag)
+                item = _parse(lines[index].rstrip("\r\n"), info.visible, index + 1, "view")
+                uses += [TagUse(name, index + 1, tag) for tag in item.tags]
     return (None if vocabulary is None else frozenset(vocabulary)), uses
 
 
@@ -747,12 +904,108 @@ def load(directory: str | os.PathLike[str]) -> MemoryFolder:
     return MemoryFolder(path, has_anchor_file, anchors, diaries, vocabulary, tuple(uses), stray)
 
 
-def save(directory: str | os.PathLike[str], anchors: AnchorList) -> Path:
-    """Write the anchor file of a memory folder, byte for byte as rendered."""
-    path = Path(directory) / ANCHOR_FILE
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(anchors.render())
+def save(directory: str | os.PathLike[str], anchors: AnchorList, *,
+         overwrite: bool = False) -> Path:
+    """Write ``anchors`` as the anchor file of a memory folder, byte for byte as rendered, in one
+    atomic step; return the file's path.
+
+    The text is checked and encoded first, then written to a temporary file in the same directory,
+    flushed and fsynced, given the original's permission bits, and renamed over the original in
+    one step (``os.replace``). On any failure (a full disk, a failed fsync or rename, text that
+    UTF-8 cannot hold, a wrong argument) the original file is left exactly as it was and the
+    temporary file is removed. A symlinked anchor file stays a link: its target is replaced.
+
+    Change detection: the file is replaced only while it still holds a text ``anchors`` descends
+    from (the text :func:`load` read, or one a previous ``save`` of this list's ancestors wrote).
+    If someone edited the file in between, :class:`AnchorFileChangedError` is raised and nothing
+    is written; load again and redo the change, or pass ``overwrite=True`` to replace the file
+    anyway. A missing file is created (nothing can be lost).
+    """
+    if not isinstance(directory, (str, os.PathLike)):
+        raise RuleTypeError(f"directory must be a path, got {type(directory).__name__}")
+    if not isinstance(anchors, AnchorList):
+        raise RuleTypeError(f"anchors must be an AnchorList, got {type(anchors).__name__}")
+    if not isinstance(overwrite, bool):
+        raise RuleTypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
+    data = _check_encodable(anchors.render(), "anchors")
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise RuleValueError(f"directory {str(folder)!r} is not a directory")
+    path = folder / ANCHOR_FILE
+    target = Path(os.path.realpath(path))  # a symlink stays a link; its target is written
+    if _unchanged_or_refuse(target, anchors, data, overwrite):
+        return path
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if mode is not None:
+            os.chmod(temp, mode)
+        if _unchanged_or_refuse(target, anchors, data, overwrite):  # written meanwhile
+            os.unlink(temp)
+            return path
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(target.parent)
     return path
+
+
+def _unchanged_or_refuse(target: Path, anchors: AnchorList, data: bytes, overwrite: bool) -> bool:
+    """True when ``target`` already holds ``data`` (nothing to write); raise
+    :class:`AnchorFileChangedError` when it holds a text ``anchors`` does not descend from."""
+    try:
+        with open(target, "rb") as handle:
+            current = handle.read()
+    except FileNotFoundError:
+        return False
+    if current == data:
+        return True
+    if overwrite or hashlib.sha256(current).hexdigest() in anchors.lineage:
+        return False
+    reason = ("changed since it was loaded" if anchors.lineage
+              else "holds text this list was not read from")
+    raise AnchorFileChangedError(
+        target, f"{reason}; saving would lose that text. Load the folder again and redo the"
+        " change, or save with overwrite=True to replace the file anyway")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "write wrote nothing")
+        view = view[written:]
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX); best effort: the rename is done already."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def check(folder: MemoryFolder, *, cap: int = DEFAULT_CAP) -> list[Finding]:
@@ -809,7 +1062,7 @@ def check(folder: MemoryFolder, *, cap: int = DEFAULT_CAP) -> list[Finding]:
                 " whole title", f"称呼「{anchor.handle}」只有一个字或为空，按整行标题统计提起次数",
                 ANCHOR_FILE, anchor.lineno)
         if anchor.place == "view":
-            key = _norm(anchor.handle)
+            key = anchor.probe  # what identifies an anchor is what its recalls are counted on
             if key in seen:
                 add("warning", "duplicate-handle",
                     f"handle {anchor.handle!r} is also at line {seen[key].lineno}; both count the"
@@ -820,7 +1073,7 @@ def check(folder: MemoryFolder, *, cap: int = DEFAULT_CAP) -> list[Finding]:
     for name in folder.stray_diary_files:
         add("warning", "bad-diary-name", f"{name} is not named YYYY-MM-DD.md, so it is not read",
             f"{name} 不是 YYYY-MM-DD.md 这样的文件名，不会被读取")
-    tokens = _estimate_tokens("\n".join(a.text for a in view))
+    tokens = _estimate_tokens("\n".join(_shown(folder.anchors)))
     if tokens > _TOKEN_WARN:
         add("warning", "over-budget",
             f"the lines in view are about {tokens} tokens; a full list should cost about"
@@ -855,6 +1108,14 @@ _TEXTS: dict[str, dict[Lang, str]] = {
     "more": {"zh": "……另有 {k} 条", "en": "… and {k} more"},
 }
 
+def _shown(anchors: AnchorList) -> list[str]:
+    """The lines in view as the model sees them: each anchor line as :func:`_uncomment` shows it
+    (comments taken out), with a plain ``- `` marker."""
+    infos = _scan(anchors.lines)
+    return ["- " + _strip_marker(infos[a.lineno - 1].visible if 0 < a.lineno <= len(infos)
+                                 else _uncomment([a.text])[0].visible) for a in anchors.in_view]
+
+
 #: Most error findings listed in the injected block.
 _BLOCK_FINDINGS = 5
 
@@ -872,7 +1133,7 @@ def injected_block(anchors: AnchorList, *, today: date, cap: int = DEFAULT_CAP,
     if not view:
         return ""
     out = [_TEXTS["header"][lang]]
-    out += ["- " + _strip_marker(_COMMENT.sub(" ", a.text)) for a in view]
+    out += _shown(anchors)
     status = _TEXTS["status"][lang].format(k=len(view), cap=cap, s=len(anchors.sunk),
                                            today=today.isoformat())
     if len(view) >= cap:
@@ -1017,13 +1278,21 @@ def rank_command(directory: str | os.PathLike[str], *, today: date | None = None
     return "\n".join(out) + "\n"
 
 
-def check_command(directory: str | os.PathLike[str], *, cap: int = DEFAULT_CAP
-                  ) -> tuple[str, bool]:
+def check_command(directory: str | os.PathLike[str], *, cap: int = DEFAULT_CAP,
+                  on_unreadable: Literal["report", "raise"] = "report") -> tuple[str, bool]:
     """The report printed by ``contextcare memory check DIR`` and whether the folder passed (no
-    errors; exit status 1 when it did not)."""
+    errors; exit status 1 when it did not).
+
+    A folder that cannot be read (not a directory, a file that is not UTF-8) gives the one-line
+    report ``error: path: reason`` and False; with ``on_unreadable="raise"`` the error is raised
+    instead (the command line does that, to exit with status 2)."""
+    if on_unreadable not in ("report", "raise"):
+        raise RuleValueError(f"on_unreadable must be 'report' or 'raise', got {on_unreadable!r}")
     try:
         folder = load(directory)
-    except RuleValueError as exc:
+    except (RuleValueError, MemoryFileError) as exc:
+        if on_unreadable == "raise":
+            raise
         return f"error: {exc}\n", False
     findings = check(folder, cap=cap)
     errors = sum(1 for f in findings if f.level == "error")
