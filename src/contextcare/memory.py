@@ -44,6 +44,12 @@ Decisions where the design note is silent (each one is tested in ``tests/test_me
   files. A missing section is an error even when no tag is used yet.
 * List items indented by two or more spaces are details of the anchor above and move with it.
   List items inside HTML comments and code fences are not anchors.
+* Text inside an HTML comment never leaves the file: one stripping step (``_uncomment``) feeds the
+  scanner, the parser, the injected block and the check. A comment opened on an anchor line and
+  closed on a later line belongs to that anchor.
+* Identity (a line already in view, a sunk line returning) uses the recall probe.
+* :func:`save` is atomic and refuses to overwrite an edit made since :func:`load`
+  (``overwrite=True`` on purpose). ``docs/memory.md`` says what is written and what never is.
 """
 
 from __future__ import annotations
@@ -105,7 +111,7 @@ _ITEM = re.compile(r"^(?P<indent>[ \t]*)(?P<marker>[-*+]|\d{1,9}[.)])(?:[ \t]+(?
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 #: An emotion tag: ``#`` after whitespace or an opening bracket, not followed by a digit.
 _TAG = re.compile(
     r"(?<![^\s(（\[【])#(?!\d)([^\s#·,，、。.；;:：!！?？()（）\[\]【】<>\"'`]+)"
@@ -839,7 +845,7 @@ def _read(path: Path) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         bad = data[exc.start:exc.end].hex(" ")
         raise MemoryDecodeError(
-            path, f"not UTF-8: byte {exc.start} (line {line}) starts {exc.reason} (0x{bad});"
+            path, f"not UTF-8 at byte {exc.start} (line {line}): {exc.reason} 0x{bad};"
             " save the file as UTF-8", exc.start) from None
 
 
