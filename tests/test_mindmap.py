@@ -165,7 +165,8 @@ def test_node_line_layout() -> None:
     messages = [user("help me debug the plugin build error", 1), say("x" * 4784, 2)]
     lines = survey(messages).render().splitlines()
     # " " + ▸ + " " + pad4(id) + " " + ◂ + " " + ◆ + kind padded to 9 + tokens padded to 6
-    assert ' ▸    1 ◂  user         13 "help me debug the plugin build error"' in lines
+    # ★ (in the ◆ column) marks the latest user message.
+    assert ' ▸    1 ◂ ★user         13 "help me debug the plugin build error"' in lines
     assert any(line.startswith(" ▸    2 ◂  assistant 1.20k ") for line in lines)
 
 
@@ -183,7 +184,8 @@ def test_aggregation_past_the_node_limit() -> None:
         messages += [user(f"question {turn}"), say(f"thinking {turn}"), say(f"answer {turn}")]
     text = survey(messages).render()
     assert "(40 older messages are summarized one line per turn below" in text
-    node_lines = [line for line in text.splitlines() if re.match(r"^ [▸ ] +\d+ [◂ ] [◆ ]", line)]
+    node_lines = [line for line in text.splitlines()
+                  if re.match(r"^ [▸ ] +\d+ [◂ ] [◆★ ]", line)]
     assert len(node_lines) == RENDER_NODE_LIMIT == 140
     # Nodes 0–39 are aggregated: turns 1–14 get one line each (turn 14 straddles the limit),
     # with the first valid start and the last valid end of the run.

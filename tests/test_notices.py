@@ -196,7 +196,8 @@ def test_message_shape_and_metadata() -> None:
     assert (meta["rule"], meta["kind"], meta["form"]) == ("line-cycle", "line-cycle", "remind")
     assert meta["evidence"] == {"cycle": ["（输出。）", "**做。**", "go."], "count": 63,
                                 "total": 77, "ratio": 63 / 77}
-    assert "name" not in message(d)
+    assert message(d)["name"] == "contextcare"  # the library's mark, by default
+    assert "name" not in message(d, name=None)
     ctx = message(SAMPLES["context-anxiety"])["metadata"]
     assert ctx["measurement"] is None
 

@@ -58,24 +58,27 @@ def test_tool_batch_moves_the_cut_back() -> None:
     # which lies inside the batch opened at index 1, so the cut moves back to index 1.
     messages = [user(7, 2000), calls(2, 1000, "a", "b"), result(3, 1000, "a"),
                 result(9, 1000, "b"), user(10, 10)]
-    plan = plan_rest(messages, capacity=5000, min_fresh_tokens=1000, meter=by_key)
-    assert plan == RestPlan(start=7, end=7, fresh_tokens=2000, retained_tokens=3010,
-                            freed_tokens=2000, start_index=0, end_index=0)
+    for keep_latest_user in (True, False):
+        plan = plan_rest(messages, capacity=5000, min_fresh_tokens=1000, meter=by_key,
+                         keep_latest_user=keep_latest_user)
+        assert plan == RestPlan(start=7, end=7, fresh_tokens=2000, retained_tokens=3010,
+                                freed_tokens=2000, start_index=0, end_index=0)
 
 
 def test_only_checkpoints_and_notices_are_not_worth_a_rest() -> None:
     # retain = floor(9375 · 0.16) = 1500: the tail is the last user message; the rest is a
     # checkpoint and one of our notices, which hold no fresh material.
     messages = [
-        {"id": 1, "role": "user", "content": f"{CHECKPOINT_TAG}\nold\n</compacted-summary>",
-         "tokens": 8000},
+        {**checkpoint_message("old"), "id": 1, "tokens": 8000},
         user(3, 8000, name=NOTICE_NAME),
         user(7, 2000),
     ]
-    outcome = plan_rest(messages, capacity=9375, min_fresh_tokens=1000, meter=by_key)
-    assert isinstance(outcome, Refusal)
-    assert outcome.code == "not-enough-fresh"
-    assert "~0 tokens" in outcome.reason
+    for keep_latest_user in (True, False):
+        outcome = plan_rest(messages, capacity=9375, min_fresh_tokens=1000, meter=by_key,
+                            keep_latest_user=keep_latest_user)
+        assert isinstance(outcome, Refusal)
+        assert outcome.code == "not-enough-fresh"
+        assert "~0 tokens" in outcome.reason
 
 
 def test_custom_predicates_decide_what_is_fresh() -> None:

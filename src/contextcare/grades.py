@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import RuleTypeError, RuleValueError
+from .marker import own_message
 
 __all__ = [
     "Status", "Notice", "StatusTracker", "measure", "round_half_up", "grade_index",
@@ -277,7 +278,8 @@ def status_text(
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """A status notice for the model: ``text`` to append (user role) and ``metadata`` to log.
+    """A status notice for the model: ``text`` to append (as :meth:`to_message`) and ``metadata``
+    to log.
 
     ``metadata`` holds the figures (``fatigue``, ``wakefulness``), grades, ``calibrated`` and the
     ``outcome`` (or ``None``); it is for the host and UIs, not for the model.
@@ -285,6 +287,13 @@ class Notice:
 
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_message(self, *, metadata: bool = False) -> dict[str, Any]:
+        """The notice as the user-role message to append: ``{"role": "user", "content": text,
+        "name": "contextcare"}`` — the ``name`` is the mark of every message contextcare writes,
+        so the planner and the survey never count it as the user's words. ``metadata=True`` adds
+        the ``metadata`` dict (for hosts that keep it; the OpenAI API rejects unknown keys)."""
+        return own_message(self.text, metadata=self.metadata if metadata else None)
 
 
 class StatusTracker:

@@ -49,6 +49,7 @@ from typing import Any, Union
 
 from .detection import Detection
 from .errors import RuleTypeError, RuleValueError
+from .marker import OWN_NAME
 from .notices import Measurement, check_lang, message
 from .rules import Rule
 
@@ -227,11 +228,13 @@ class Guard:
     or ``None`` for :func:`contextcare.default_ruleset` (compiled once per process and shared).
     ``lang``: ``"en"`` or ``"zh"``, the language of the notices. ``auto_continue``: advise to
     continue after an abort. ``max_consecutive_aborts`` (≥ 1): the abort that makes this many in
-    a row does not auto-continue. ``name``: optional ``name`` field of the notice messages.
+    a row does not auto-continue. ``name``: the ``name`` field of the notice messages; the
+    default ``"contextcare"`` is the mark by which the planner and the survey recognise the
+    library's own messages (another name, or ``None`` for none, needs their ``is_own_notice``).
     """
 
     def __init__(self, rules: Any = None, *, lang: str = "en", auto_continue: bool = True,
-                 max_consecutive_aborts: int = 2, name: str | None = None) -> None:
+                 max_consecutive_aborts: int = 2, name: str | None = OWN_NAME) -> None:
         self._lang = check_lang(lang)
         if not isinstance(auto_continue, bool):
             raise RuleTypeError(

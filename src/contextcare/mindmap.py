@@ -33,15 +33,28 @@ import json
 import math
 import re
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
 from typing import Any, Literal
 
 from .errors import ContextCareError, RuleTypeError, RuleValueError
+from .marker import own_message
 from .meters import Message, Meter, message_text, resolve_meter
 from .planner import (  # the private helpers: validation shared within the package
-    MessageId, Predicate, _check_messages, _predicate, balanced_cuts, checkpoint_message,
-    is_checkpoint_message, is_notice_message, message_ids, system_head_length,
+    ConversationError,
+    MessageId,
+    Predicate,
+    _predicate,
+    balanced_cuts,
+    check_conversation,
+    checkpoint_message,
+    is_checkpoint_message,
+    is_notice_message,
+    latest_user_index,
+    message_ids,
+    system_head_length,
+    unanswered_calls,
 )
 
 __all__ = [
@@ -149,7 +162,8 @@ class Node:
     ``kind`` is ``system``, ``user``, ``assistant`` or ``tool``. ``valid_start``: a clear may begin
     here (no tool call is open across the cut before it, and it is not the system head).
     ``valid_end``: a clear may end here (no call open across the cut after it). ``tool_name`` is
-    set on tool results whose call is found.
+    set on tool results whose call is found. ``latest_user`` marks the latest real user message
+    (not a checkpoint, not a notice): the task in hand, which a clear should leave verbatim.
     """
 
     id: MessageId
@@ -162,6 +176,7 @@ class Node:
     valid_end: bool
     checkpoint: bool
     tool_name: str | None = None
+    latest_user: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +222,9 @@ class ClearPlan:
     """A validated clear: replace messages ``start`` … ``end`` (inclusive) by ``checkpoint``.
 
     ``ids`` and ``messages`` are the span as surveyed; ``cleared_tokens`` its weight and
-    ``checkpoint_tokens`` the checkpoint's, by the survey's meter.
+    ``checkpoint_tokens`` the checkpoint's, by the survey's meter. ``by_id`` is true when every
+    message of the span has an ``id`` key, so :meth:`apply` may find the span by id in a list
+    that changed since the survey; otherwise the plan is tied to the surveyed list's positions.
     """
 
     start: MessageId
@@ -220,39 +237,127 @@ class ClearPlan:
     notes: str
     checkpoint: dict[str, Any]
     checkpoint_tokens: int
+    by_id: bool = False
+    #: The surveyed list (references, not copies): what a positional plan is checked against.
+    surveyed: tuple[Message, ...] = field(default=(), repr=False, compare=False)
 
     def apply(self, messages: Sequence[Message], *,
               checkpoint_id: MessageId | None = None) -> list[Message]:
         """Return a new list with the span replaced by the checkpoint message.
 
-        The span is found by id in ``messages`` (which may have changed since the survey, e.g. by
-        another clear) and must still be the same messages in the same order; otherwise
-        :class:`ClearError` (``stale``) says to survey again. ``checkpoint_id`` becomes the
-        checkpoint's ``id`` key; give one when messages carry ids, so later surveys can name it.
+        The plan must still describe ``messages`` exactly, else :class:`ClearError` (code
+        ``stale``) names what changed and says to survey again. Messages are compared by
+        identity, never by value (a loop repeats equal messages; equal is not the same):
+
+        * a plan whose span has ``id`` keys (``by_id``) finds the span by id: the first id must
+          be present, followed by exactly the surveyed ids, each still the same message object
+          (or an equal one); and the cuts before and after the span must still keep every tool
+          call with its results. So several disjoint clears from one survey apply in any order,
+          and one that overlaps an applied clear is refused.
+        * a plan on index ids (or a span with some messages without ``id``) only knows positions:
+          every message up to the end of the span must be the very object surveyed at that
+          position. A clear later in the list can still be applied after an earlier-positioned
+          one is refused, and nothing ever lands on messages that merely look the same.
+
+        ``checkpoint_id`` becomes the checkpoint's ``id``. Without one, the checkpoint gets an
+        id no other message has whenever the conversation uses ``id`` keys: the next integer
+        above every id (integer ids) or ``"checkpoint-N"`` (string ids); a list on index ids
+        gets none, and the checkpoint takes its index like the rest. The result never holds a
+        duplicate id (else :class:`ClearError` ``id-collision``, before anything is built).
         """
+        messages = check_conversation(messages)
         ids = message_ids(messages)
-        try:
-            at = ids.index(self.start)
-        except ValueError:
-            raise ClearError(
-                f"clear: id {self.start} is no longer in the conversation (an earlier clear may "
-                "have covered it). Survey again for the current ids.", "stale") from None
-        span = slice(at, at + len(self.ids))
-        if tuple(ids[span]) != self.ids or tuple(messages[span]) != self.messages:
-            raise ClearError(
-                f"clear: the messages from {self.start} to {self.end} changed since the survey. "
-                "Survey again and retry.", "stale")
+        count = len(self.ids)
+        at = self._locate(messages, ids) if self.by_id else self._check_positions(messages)
         checkpoint = dict(self.checkpoint)
+        result = [*messages[:at], checkpoint, *messages[at + count:]]
         if checkpoint_id is not None:
             if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, (int, str)):
                 raise RuleTypeError(
                     f"checkpoint_id must be a str or an int, got {type(checkpoint_id).__name__}"
                 )
-            others = set(ids[:at]) | set(ids[span.stop:])
-            if checkpoint_id in others:
+            if checkpoint_id in _taken_ids(result, at):
                 raise RuleValueError(f"checkpoint_id {checkpoint_id!r} is already in use")
+        elif any(m.get("id") is not None for m in messages):
+            checkpoint_id = _fresh_id(result, at)
+        if checkpoint_id is not None:
             checkpoint["id"] = checkpoint_id
-        return [*messages[:at], checkpoint, *messages[span.stop:]]
+        try:
+            message_ids(result)
+        except ConversationError as error:
+            raise ClearError(
+                f"clear: the result would hold a duplicate id ({error}). Pick another "
+                "checkpoint_id, or give every message an 'id' key so positions do not collide "
+                "with ids.", "id-collision") from None
+        return result
+
+    def _locate(self, messages: Sequence[Message], ids: Sequence[MessageId]) -> int:
+        count = len(self.ids)
+        at = next((i for i, ident in enumerate(ids)
+                   if ident == self.start and type(ident) is type(self.start)), None)
+        if at is None:
+            raise ClearError(
+                f"clear: id {self.start} is no longer in the conversation (an earlier clear may "
+                "have covered it). Survey again for the current ids.", "stale")
+        now = tuple(ids[at:at + count])
+        if now != self.ids:
+            raise ClearError(
+                f"clear: the messages from {self.start} to {self.end} are no longer together: "
+                f"the surveyed ids {list(self.ids)} now read {list(now)} (an earlier clear may "
+                "have covered part of the range). Survey again and retry.", "stale")
+        for offset, (was, now_message) in enumerate(zip(self.messages, messages[at:at + count])):
+            if now_message is not was and now_message != was:
+                raise ClearError(
+                    f"clear: message {self.ids[offset]} changed since the survey. Survey again "
+                    "and retry.", "stale")
+        cuts = balanced_cuts(messages, ids)
+        if at < system_head_length(messages) or not (cuts[at] and cuts[at + count]):
+            raise ClearError(
+                f"clear: in the current conversation the range {self.start} … {self.end} would "
+                "separate a tool call from its results or touch the system prompt. Survey again "
+                "and retry.", "stale")
+        return at
+
+    def _check_positions(self, messages: Sequence[Message]) -> int:
+        last = self.end_index
+        if len(messages) <= last:
+            raise ClearError(
+                f"clear: the conversation has {len(messages)} messages now; the range "
+                f"{self.start} … {self.end} was surveyed at positions {self.start_index}–{last}. "
+                "Survey again and retry.", "stale")
+        for position in range(last + 1):
+            if messages[position] is not self.surveyed[position]:
+                where = ("inside the range" if position >= self.start_index
+                         else "before the range")
+                raise ClearError(
+                    f"clear: messages[{position}] ({where}) is not the message surveyed there, "
+                    f"so the ids {self.start} … {self.end} (positions in the surveyed list) no "
+                    "longer name the surveyed messages — an earlier clear or an edit moved them. "
+                    "Survey again for the current ids; to clear several segments from one "
+                    "survey, give messages 'id' keys.", "stale")
+        return self.start_index
+
+
+def _taken_ids(result: Sequence[Message], at: int) -> set[MessageId]:
+    """The ids of ``result``'s messages other than the checkpoint at ``at``."""
+    taken: set[MessageId] = set()
+    for index, message in enumerate(result):
+        if index != at:
+            raw = message.get("id")
+            taken.add(index if raw is None else raw)
+    return taken
+
+
+def _fresh_id(result: Sequence[Message], at: int) -> MessageId:
+    """An id for the checkpoint at ``result[at]`` that no other message of ``result`` has."""
+    taken = _taken_ids(result, at)
+    explicit = [m.get("id") for i, m in enumerate(result) if i != at and m.get("id") is not None]
+    if explicit and all(isinstance(ident, str) for ident in explicit):
+        number = 1
+        while f"checkpoint-{number}" in taken:
+            number += 1
+        return f"checkpoint-{number}"
+    return max((ident for ident in taken if isinstance(ident, int)), default=-1) + 1
 
 
 # --------------------------------------------------------------------------- model-facing text
@@ -264,6 +369,8 @@ _HEADER = {
     "marks": "▸ marks where a clear may start, ◂ where it may end; ◆ marks an earlier "
              "checkpoint. Latest clearable end: id {latest}.",
     "none": "No clearable boundary before the current step yet — nothing to clear.",
+    "latest-user": "★ marks the latest user message (id {id}): the task in hand — keep it "
+                   "verbatim, outside any range.",
     "aggregated": "({n} older messages are summarized one line per turn below; their boundary "
                   "ids remain valid and are checked again when you clear.)",
     "pre-turn": "(messages before any turn)",
@@ -319,16 +426,21 @@ def _pad(value: object, width: int) -> str:
 class Survey:
     """The map of one message list. Build it with :func:`survey`; it does not change."""
 
-    __slots__ = ("nodes", "turns", "latest_end", "surface_tokens", "pressure_tokens",
-                 "_messages", "_meter", "_head")
+    __slots__ = ("nodes", "turns", "latest_end", "latest_user", "surface_tokens",
+                 "pressure_tokens", "_messages", "_meter", "_head", "_unanswered")
 
     def __init__(self, nodes: tuple[Node, ...], turns: tuple[TurnRun, ...],
                  pressure_tokens: int, messages: tuple[Message, ...],
-                 meter: Meter, head: int) -> None:
+                 meter: Meter, head: int,
+                 unanswered: tuple[tuple[str, int], ...] = ()) -> None:
         self.nodes = nodes
         self.turns = turns
         ends = [node.id for node in nodes if node.valid_end]
         self.latest_end: MessageId | None = ends[-1] if ends else None
+        latest = [node.id for node in nodes if node.latest_user]
+        #: The id of the latest real user message (``None`` if there is none).
+        self.latest_user: MessageId | None = latest[0] if latest else None
+        self._unanswered = unanswered
         self.surface_tokens = sum(node.tokens for node in nodes)
         self.pressure_tokens = pressure_tokens
         self._messages = messages
@@ -354,6 +466,8 @@ class Survey:
             _HEADER["marks"].format(latest=self.latest_end) if self.latest_end is not None
             else _HEADER["none"],
         ]
+        if self.latest_user is not None:
+            lines.append(_HEADER["latest-user"].format(id=self.latest_user))
         detailed_from = max(0, len(self.nodes) - RENDER_NODE_LIMIT)
         if detailed_from:
             lines += ["", _HEADER["aggregated"].format(n=detailed_from)]
@@ -395,7 +509,8 @@ class Survey:
     @staticmethod
     def _node_line(node: Node) -> str:
         line = (f" {'▸' if node.valid_start else ' '} {_pad(node.id, 4)} "
-                f"{'◂' if node.valid_end else ' '} {'◆' if node.checkpoint else ' '}"
+                f"{'◂' if node.valid_end else ' '} "
+                f"{'◆' if node.checkpoint else '★' if node.latest_user else ' '}"
                 f"{node.kind.ljust(9)}{_pad(format_tokens(node.tokens), 6)}")
         if node.preview:
             line += " " + json.dumps(node.preview, ensure_ascii=False)
@@ -406,9 +521,13 @@ class Survey:
     def _resolve(self, side: str, value: object) -> int:
         """Position of the node named by ``value`` (an id, ``first`` or ``latest``)."""
         if isinstance(value, str):
+            # One leading and one trailing quote, each on its own (clear-mind §4.2 step 1).
             cleaned = value.strip()
-            if len(cleaned) >= 2 and cleaned[0] in "\"'" and cleaned[-1] in "\"'":
-                cleaned = cleaned[1:-1].strip()
+            if cleaned[:1] in ("\"", "'"):
+                cleaned = cleaned[1:]
+            if cleaned[-1:] in ("\"", "'"):
+                cleaned = cleaned[:-1]
+            cleaned = cleaned.strip()
             if cleaned.lower() == "first":
                 if self._head >= len(self.nodes):
                     raise ClearError("clear: there is nothing after the system prompt — nothing "
@@ -514,9 +633,16 @@ class Survey:
                 "from its results." + self._suggest(near, "starts"), "split-start", near)
         if not last.valid_end:
             near = self._nearest(j, "valid_end")
+            open_calls = [(call, at) for call, at in self._unanswered if at <= j]
+            why = ("it would separate a tool call from its results, or the step is still "
+                   "running.")
+            if open_calls:
+                call, at = open_calls[0]
+                why = (f"tool call {call!r} in message {self.nodes[at].id} was never answered, so "
+                       "no range can end after it; add its tool result (or remove the call) to "
+                       "repair the history.")
             raise ClearError(
-                f"clear: a range may not end at id {last.id} — it would separate a tool call from "
-                "its results, or the step is still running." + self._suggest(near, "ends"),
+                f"clear: a range may not end at id {last.id} — {why}" + self._suggest(near, "ends"),
                 "split-end", near)
         if not isinstance(notes, str):
             raise ClearError(f"clear: notes must be text, got {type(notes).__name__}.",
@@ -547,10 +673,12 @@ class Survey:
                 f"clear: the checkpoint (~{framed} tokens) would not be smaller than the range it "
                 f"replaces (~{cleared} tokens). Shorten the notes or widen the range.",
                 "checkpoint-not-smaller")
+        surveyed = self._messages[i:j + 1]
         return ClearPlan(
             start=first.id, end=last.id, start_index=i, end_index=j,
-            ids=tuple(node.id for node in span), messages=self._messages[i:j + 1],
+            ids=tuple(node.id for node in span), messages=surveyed,
             cleared_tokens=cleared, notes=text, checkpoint=checkpoint, checkpoint_tokens=framed,
+            by_id=all(m.get("id") is not None for m in surveyed), surveyed=self._messages,
         )
 
     @staticmethod
@@ -630,7 +758,7 @@ def survey(
     if the host knows it. A malformed conversation (duplicate ids, a tool result without an open
     call) raises :class:`~contextcare.planner.ConversationError`.
     """
-    messages = _check_messages(messages)
+    messages = check_conversation(messages)
     checkpoint = _predicate("is_checkpoint", is_checkpoint, is_checkpoint_message)
     notice = _predicate("is_own_notice", is_own_notice, is_notice_message)
     price = resolve_meter(meter)
@@ -653,6 +781,7 @@ def survey(
                 )
         turn_of = list(turns)
     names = _tool_names(messages)
+    latest = latest_user_index(messages, checkpoint, notice)
     nodes = []
     for index, message in enumerate(messages):
         kind = _kind(message, index, head)
@@ -662,7 +791,7 @@ def survey(
             tokens=price(message), preview=_preview(message, kind, tool_name),
             valid_start=index >= head and cuts[index],
             valid_end=index >= head and cuts[index + 1],
-            checkpoint=checkpoint(message), tool_name=tool_name,
+            checkpoint=checkpoint(message), tool_name=tool_name, latest_user=index == latest,
         ))
     if pressure_tokens is None:
         pressure = sum(node.tokens for node in nodes)
@@ -674,7 +803,8 @@ def survey(
         raise RuleValueError(f"pressure_tokens must be >= 0, got {pressure_tokens}")
     else:
         pressure = pressure_tokens
-    return Survey(tuple(nodes), _runs(nodes), pressure, tuple(messages), price, head)
+    return Survey(tuple(nodes), _runs(nodes), pressure, tuple(messages), price, head,
+                  tuple(unanswered_calls(messages, ids)))
 
 
 def _runs(nodes: Sequence[Node]) -> tuple[TurnRun, ...]:
@@ -782,10 +912,11 @@ class ReminderPolicy:
             found.append(text["steps"].format(step=steps_in_turn, limit=self.steps))
         if self.tokens > 0 and tokens >= self.tokens:
             found.append(text["tokens"].format(tokens=tokens, limit=self.tokens))
-        if window is not None and window > 0 and tokens / window >= self.ratio:
+        # Exact rational arithmetic: a token count or window too large for a float still works.
+        if window is not None and window > 0 and Fraction(tokens, window) >= Fraction(self.ratio):
             found.append(text["ratio"].format(
-                percent=math.floor(tokens / window * 100 + 0.5), tokens=tokens, window=window,
-                limit=math.floor(self.ratio * 100 + 0.5)))
+                percent=math.floor(Fraction(tokens * 100, window) + Fraction(1, 2)),
+                tokens=tokens, window=window, limit=math.floor(self.ratio * 100 + 0.5)))
         return found
 
     def check(self, tokens: int, window: int | None, steps_in_turn: int, *,
@@ -793,16 +924,22 @@ class ReminderPolicy:
         """Return the reminder to append (user role) now, or ``None``.
 
         ``tokens`` is the request pressure, ``window`` the model's context window (``None`` or 0
-        if unknown), ``steps_in_turn`` the steps the current turn has run, ``turn`` an optional
-        identity of the current turn.
+        if unknown; negative is an error), ``steps_in_turn`` the steps the current turn has run,
+        ``turn`` an optional identity of the current turn. To append it, use
+        :meth:`check_message`, which gives the message with contextcare's mark (so the planner
+        and the survey do not take it for the user's words).
         """
         for name, value in (("tokens", tokens), ("steps_in_turn", steps_in_turn)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise RuleTypeError(f"{name} must be an int, got {type(value).__name__}")
             if value < 0:
                 raise RuleValueError(f"{name} must be >= 0, got {value}")
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int)):
-            raise RuleTypeError(f"window must be an int or None, got {type(window).__name__}")
+        if window is not None:
+            if isinstance(window, bool) or not isinstance(window, int):
+                raise RuleTypeError(f"window must be an int or None, got {type(window).__name__}")
+            if window < 0:
+                raise RuleValueError(
+                    f"window must be >= 0 (0 or None: unknown), got {window}")
         found = self.reasons(tokens, window, steps_in_turn)
         if not found:
             return None
@@ -819,3 +956,10 @@ class ReminderPolicy:
             "<system-reminder>", text["head"], text["why"] + text["sep"].join(found),
             text["body"], "</system-reminder>",
         ])
+
+    def check_message(self, tokens: int, window: int | None, steps_in_turn: int, *,
+                      turn: Hashable | None = None) -> dict[str, Any] | None:
+        """:meth:`check`, as the user-role message to append (``name: "contextcare"``, the mark
+        of every message the library writes), or ``None``."""
+        text = self.check(tokens, window, steps_in_turn, turn=turn)
+        return None if text is None else own_message(text)

@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 
 from .detection import Detection
 from .errors import RuleTypeError, RuleValueError
+from .marker import OWN_NAME
 
 __all__ = [
     "LANGS", "FORMS", "KINDS", "StatusLike", "Measurement", "render", "describe", "message",
@@ -388,8 +389,13 @@ def render(detection: Detection, *, lang: str = "en", form: str = "remind",
 
 def message(detection: Detection, *, lang: str = "en", form: str = "remind",
             measurement: Measurement | None = None, stops: int | None = None,
-            name: str | None = None) -> dict[str, Any]:
+            name: str | None = OWN_NAME) -> dict[str, Any]:
     """The notice as an OpenAI-format user message with a ``metadata`` dict for the host.
+
+    ``name`` is ``"contextcare"``, the mark of every message the library writes
+    (:mod:`contextcare.marker`): the planner and the survey recognise the notice by it. Another
+    name (or ``None``, no ``name`` field) takes the notice out of their default view; pass them
+    an ``is_own_notice`` predicate then.
 
     ``metadata`` holds ``source`` ("contextcare"), ``form``, the detection (``rule``, ``kind``,
     ``action``, ``channel``, ``offset``), its ``evidence`` and, for context anxiety, the

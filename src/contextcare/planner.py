@@ -13,10 +13,14 @@ How the original's host concepts map onto a plain message list:
   by id, not counted (the original counted, so a result for the wrong call balanced the books). A
   tool result whose id has no open call is an error (:class:`ConversationError`) naming it. The
   legacy ``function`` role has no ids to match and is treated as an ordinary message.
-* *checkpoints* and *our own notices* — the host's event sources do not exist here, so two
-  predicates decide: ``is_checkpoint`` (default: a user message containing
-  :data:`CHECKPOINT_TAG`, which :func:`checkpoint_message` writes) and ``is_own_notice``
-  (default: a message whose ``name`` is :data:`NOTICE_NAME`). Neither counts as fresh content.
+* *checkpoints* and *our own notices* — the host's event sources do not exist here, so every
+  message the library writes carries one mark, ``name: "contextcare"``
+  (:mod:`contextcare.marker` says why that field). Two predicates decide: ``is_own_notice``
+  (default: the message carries the mark) and ``is_checkpoint`` (default: a marked user message
+  holding :data:`CHECKPOINT_TAG`, as :func:`checkpoint_message` writes it; a user message that
+  merely quotes the tag is the user's). Neither counts as fresh content.
+* *the latest user message* — the last ``user`` message that is neither a checkpoint nor a
+  notice. :func:`plan_rest` keeps it out of the span by default (``keep_latest_user``).
 
 Outcomes that are not errors — nothing worth compacting — come back as a :class:`Refusal` value
 whose ``reason`` can be shown to the model; malformed input raises.
@@ -29,16 +33,19 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from fractions import Fraction
 from typing import Any, Union
 
 from .errors import ContextCareError, RuleTypeError, RuleValueError
+from .marker import OWN_NAME, is_own_message
 from .meters import Message, Meter, message_text, resolve_meter
 
 __all__ = [
     "MessageId", "ConversationError", "RestPlan", "Refusal", "RestRequest", "CareConfig",
     "plan_rest", "plan_clear", "validate_note", "parse_rest_request", "checkpoint_message",
     "is_checkpoint_message", "is_notice_message", "message_ids", "balanced_cuts",
-    "system_head_length", "CHECKPOINT_TAG", "NOTICE_NAME",
+    "system_head_length", "CHECKPOINT_TAG", "NOTICE_NAME", "ROLES", "check_conversation",
+    "latest_user_index", "unanswered_calls",
 ]
 
 #: A message's identity: its ``id`` key, or its index in the list.
@@ -48,8 +55,8 @@ Predicate = Callable[[Message], bool]
 
 #: Marks a checkpoint: the summary text sits between this tag and its closing twin.
 CHECKPOINT_TAG = "<compacted-summary>"
-#: The ``name`` a host gives the notices contextcare writes, so the planner can skip them.
-NOTICE_NAME = "contextcare"
+#: The ``name`` every message contextcare writes carries (:data:`contextcare.marker.OWN_NAME`).
+NOTICE_NAME = OWN_NAME
 
 _SYSTEM_ROLES = ("system", "developer")
 
@@ -60,19 +67,71 @@ class ConversationError(ContextCareError, ValueError):
 
 # --------------------------------------------------------------------------- conversation shape
 
-def _check_messages(messages: object) -> Sequence[Message]:
+#: The roles of the OpenAI chat format, exactly as the API spells them.
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def _check_content(content: object, where: str) -> None:
+    if content is None or isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise RuleTypeError(
+            f"{where} must be a string, None or a list of content parts, got "
+            f"{type(content).__name__}"
+        )
+    for number, part in enumerate(content):
+        if not isinstance(part, Mapping):
+            raise RuleTypeError(
+                f"{where}[{number}] must be a content part object (e.g. "
+                f"{{\"type\": \"text\", \"text\": ...}}), got {type(part).__name__}"
+            )
+        kind = part.get("type", "text")
+        if not isinstance(kind, str) or not kind:
+            raise RuleTypeError(
+                f"{where}[{number}].type must be a non-empty string, got {kind!r}")
+        if kind == "text" and not isinstance(part.get("text"), str):
+            raise RuleTypeError(
+                f"{where}[{number}].text must be a string, got {type(part.get('text')).__name__}"
+            )
+
+
+def check_conversation(messages: object, name: str = "messages") -> Sequence[Message]:
+    """Check that ``messages`` is an OpenAI-format conversation; return it unchanged.
+
+    The one validator of :func:`plan_rest`, :func:`plan_clear` and
+    :func:`contextcare.mindmap.survey`: a sequence (not a string) of mappings, each with a
+    ``role`` from :data:`ROLES` (case-sensitive: ``"System"`` is not a system prompt) and a
+    ``content`` that is a string, ``None`` (or absent) or a list of content parts (mappings with
+    a string ``type``; a ``text`` part has a string ``text``). Other keys are the host's business.
+    Errors are :class:`~contextcare.errors.RuleTypeError` for a wrong type and
+    :class:`ConversationError` (a ``ValueError``) for a wrong value, each naming
+    ``messages[i].role`` / ``messages[i].content`` or the argument.
+    """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise RuleTypeError(
-            f"messages must be a sequence of message mappings, got {type(messages).__name__}"
+            f"{name} must be a sequence of message mappings, got {type(messages).__name__}"
         )
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise RuleTypeError(
-                f"messages[{index}] must be a mapping, got {type(message).__name__}"
+                f"{name}[{index}] must be a mapping, got {type(message).__name__}"
             )
-        if not isinstance(message.get("role"), str):
-            raise ConversationError(f"messages[{index}] has no string 'role'")
+        role = message.get("role")
+        if role is None:
+            raise ConversationError(f"{name}[{index}].role is missing; every message needs a role")
+        if not isinstance(role, str):
+            raise RuleTypeError(f"{name}[{index}].role must be a string, got {type(role).__name__}")
+        if role not in ROLES:
+            hint = " (roles are lower-case)" if role.lower() in ROLES else ""
+            raise ConversationError(
+                f"{name}[{index}].role must be one of {', '.join(map(repr, ROLES))}, got "
+                f"{role!r}{hint}"
+            )
+        _check_content(message.get("content"), f"{name}[{index}].content")
     return messages
+
+
+_check_messages = check_conversation
 
 
 def message_ids(messages: Sequence[Message]) -> list[MessageId]:
@@ -158,13 +217,72 @@ def balanced_cuts(messages: Sequence[Message], ids: Sequence[MessageId]) -> list
 
 
 def is_checkpoint_message(message: Message) -> bool:
-    """Default checkpoint test: a user message whose text contains :data:`CHECKPOINT_TAG`."""
-    return message.get("role") == "user" and CHECKPOINT_TAG in message_text(message)
+    """Default checkpoint test: a user message with contextcare's mark (``name`` is
+    :data:`NOTICE_NAME`) whose text holds :data:`CHECKPOINT_TAG`.
+
+    The tag alone is not enough: a user may paste or quote it, and that message is theirs.
+    """
+    return (message.get("role") == "user" and is_own_message(message)
+            and CHECKPOINT_TAG in message_text(message))
 
 
 def is_notice_message(message: Message) -> bool:
-    """Default own-notice test: the message's ``name`` is :data:`NOTICE_NAME`."""
-    return message.get("name") == NOTICE_NAME
+    """Default own-notice test: the message carries contextcare's mark (``name`` is
+    :data:`NOTICE_NAME`). Guard notices, status notices, reminders and checkpoints all do."""
+    return is_own_message(message)
+
+
+def latest_user_index(messages: Sequence[Message], is_checkpoint: Predicate | None = None,
+                      is_own_notice: Predicate | None = None) -> int | None:
+    """Position of the latest real user message: the last ``user`` message that is neither a
+    checkpoint nor one of our notices (``None`` if there is none)."""
+    checkpoint = _predicate("is_checkpoint", is_checkpoint, is_checkpoint_message)
+    notice = _predicate("is_own_notice", is_own_notice, is_notice_message)
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "user" and not checkpoint(message) and not notice(message):
+            return index
+    return None
+
+
+def unanswered_calls(messages: Sequence[Message],
+                     ids: Sequence[MessageId]) -> list[tuple[str, int]]:
+    """Tool calls that were never answered although the conversation went on past them.
+
+    Each is ``(call id, position of its assistant message)``: the call has no ``tool`` result
+    anywhere in the list, and some later message is not a tool result. (The OpenAI API rejects
+    such a history: an assistant's tool calls must be followed by their results.) A batch still
+    waiting for its results at the very end is in flight, not unanswered.
+    """
+    opened: dict[str, list[int]] = {}
+    for index, (message, ident) in enumerate(zip(messages, ids)):
+        for call_id in _call_ids(message, ident):
+            opened.setdefault(call_id, []).append(index)
+        if message.get("role") == "tool":
+            waiting = opened.get(str(message.get("tool_call_id")))
+            if waiting:
+                waiting.pop(0)
+    last_other = max((i for i, m in enumerate(messages) if m.get("role") != "tool"), default=-1)
+    return sorted(((call_id, index) for call_id, waiting in opened.items() for index in waiting
+                   if index < last_other), key=lambda found: (found[1], found[0]))
+
+
+def _unanswered_reason(messages: Sequence[Message], ids: Sequence[MessageId],
+                       before: int) -> str | None:
+    """The repair advice when unanswered calls opened before position ``before`` block the cut."""
+    blocking = [(call, at) for call, at in unanswered_calls(messages, ids) if at < before]
+    if not blocking:
+        return None
+    call, at = blocking[0]
+    more = f" (and {len(blocking) - 1} more unanswered call(s))" if len(blocking) > 1 else ""
+    return (
+        f"tool call {call!r} in message {ids[at]!r} was never answered{more}: no tool message "
+        f"with tool_call_id {call!r} follows it, yet the conversation goes on, so no cut after "
+        "it keeps the call with its result (the OpenAI API rejects such a history too). Repair "
+        f"the history: add a tool message answering {call!r} (for example 'no result: the call "
+        f"was interrupted') among the results that follow message {ids[at]!r}, or remove the "
+        "call from that message"
+    )
 
 
 def _predicate(name: str, value: Predicate | None, default: Predicate) -> Predicate:
@@ -274,7 +392,7 @@ class Refusal:
     """No compaction: ``reason`` says why in words a model can act on; ``code`` is for programs.
 
     Codes: ``empty``, ``system-only``, ``tail-covers-all``, ``no-balanced-cut``,
-    ``not-enough-fresh``.
+    ``not-enough-fresh``, ``latest-user``, ``unanswered-call``.
     """
 
     reason: str
@@ -295,6 +413,23 @@ def _fresh(messages: Sequence[Message], tokens: Sequence[int], lo: int, hi: int,
     )
 
 
+def _retain_target(capacity: int, retain_ratio: float) -> int:
+    """``floor(capacity · retain_ratio)``, in floating point like the original, exactly when the
+    product does not fit a float (a capacity of 10**400 is absurd, not an error)."""
+    try:
+        return math.floor(capacity * retain_ratio)
+    except OverflowError:
+        return math.floor(Fraction(capacity) * Fraction(retain_ratio))
+
+
+def _plan(ids: Sequence[MessageId], tokens: Sequence[int], lo: int, hi: int, fresh: int) -> RestPlan:
+    """The plan for positions ``lo`` … ``hi - 1``."""
+    return RestPlan(
+        start=ids[lo], end=ids[hi - 1], fresh_tokens=fresh, retained_tokens=sum(tokens[hi:]),
+        freed_tokens=sum(tokens[lo:hi]), start_index=lo, end_index=hi - 1,
+    )
+
+
 def plan_rest(
     messages: Sequence[Message],
     *,
@@ -304,6 +439,7 @@ def plan_rest(
     meter: Meter | None = None,
     is_checkpoint: Predicate | None = None,
     is_own_notice: Predicate | None = None,
+    keep_latest_user: bool = True,
 ) -> RestPlan | Refusal:
     """Choose the span to summarize, keeping a recent tail verbatim.
 
@@ -315,20 +451,35 @@ def plan_rest(
     3. The system head is never in the range.
     4. The range must hold at least ``min_fresh_tokens`` of fresh content (not system text, not
        earlier checkpoints, not our own notices): summarizing summaries gains nothing.
+    5. ``keep_latest_user`` (default): the latest real user message (not a checkpoint, not a
+       notice) is never in the range — summarizing it away loses the task the agent is working
+       on. When the range of steps 1–4 leaves it alone, that range is the plan, unchanged. When
+       it would contain it, the plan is the part before it (up to the last balanced cut at or
+       before it) or the part between it and the kept tail (from the first balanced cut after
+       it), whichever frees more of those holding the fresh minimum (the earlier one on a tie);
+       if neither does, a :class:`Refusal` with code ``latest-user`` says so.
+       ``keep_latest_user=False`` is the original's behaviour.
+
+    The conversation is checked with :func:`check_conversation`. A tool call that was never
+    answered blocks every cut after it; a refusal it causes names the call and how to repair the
+    history (code ``unanswered-call``).
     """
-    messages = _check_messages(messages)
+    messages = check_conversation(messages)
     capacity = _positive_int("capacity", capacity)
     retain_ratio = _open_ratio("retain_ratio", retain_ratio)
     min_fresh_tokens = _positive_int("min_fresh_tokens", min_fresh_tokens)
     checkpoint = _predicate("is_checkpoint", is_checkpoint, is_checkpoint_message)
     notice = _predicate("is_own_notice", is_own_notice, is_notice_message)
+    if not isinstance(keep_latest_user, bool):
+        raise RuleTypeError(
+            f"keep_latest_user must be a bool, got {type(keep_latest_user).__name__}")
     ids = message_ids(messages)
     cuts = balanced_cuts(messages, ids)
     tokens = _prices(messages, meter)
     if not messages:
         return Refusal("there is no history to compact", "empty")
 
-    retain = math.floor(capacity * retain_ratio)
+    retain = _retain_target(capacity, retain_ratio)
     keep, tail = len(messages) - 1, 0
     while keep >= 0:
         tail += tokens[keep]
@@ -343,26 +494,57 @@ def plan_rest(
         return Refusal(
             "the recent history that must be kept verbatim already covers the whole "
             "conversation; nothing older is left to compact", "tail-covers-all")
+    unanswered = _unanswered_reason(messages, ids, target) if keep < target else None
     if keep == 0:
+        if unanswered is not None:
+            return Refusal(unanswered, "unanswered-call")
         return Refusal(
             "every older message belongs to a tool call whose results reach into the recent "
             "history kept verbatim; there is no place to cut", "no-balanced-cut")
     if head >= keep:
+        if unanswered is not None:
+            return Refusal(unanswered, "unanswered-call")
         return Refusal(
             "only the system prompt lies outside the recent history that is kept verbatim; "
             "there is nothing to compact", "system-only")
     fresh = _fresh(messages, tokens, head, keep, checkpoint, notice)
     if fresh < min_fresh_tokens:
+        if unanswered is not None:
+            return Refusal(unanswered, "unanswered-call")
         return Refusal(
             f"the older history holds only ~{fresh} tokens of new material (at least "
             f"{min_fresh_tokens} needed) outside the recent history kept verbatim; it is mostly "
             "earlier checkpoints and notices, so a summary would not free anything worthwhile",
             "not-enough-fresh")
-    return RestPlan(
-        start=ids[head], end=ids[keep - 1], fresh_tokens=fresh,
-        retained_tokens=sum(tokens[keep:]), freed_tokens=sum(tokens[head:keep]),
-        start_index=head, end_index=keep - 1,
-    )
+    latest = latest_user_index(messages, checkpoint, notice) if keep_latest_user else None
+    if latest is None or not head <= latest < keep:
+        return _plan(ids, tokens, head, keep, fresh)
+
+    # The latest user message lies in the range: a span on one side of it, or a refusal.
+    options: list[tuple[int, int, int]] = []  # (lo, hi, fresh)
+    before = max((c for c in range(head + 1, latest + 1) if cuts[c]), default=None)
+    after = min((c for c in range(latest + 1, keep) if cuts[c]), default=None)
+    found: list[int | None] = []
+    for lo, hi in ((head, before), (after, keep)):
+        if lo is None or hi is None:
+            found.append(None)
+            continue
+        side = _fresh(messages, tokens, lo, hi, checkpoint, notice)
+        found.append(side)
+        if side >= min_fresh_tokens:
+            options.append((lo, hi, side))
+    if options:
+        lo, hi, side = max(options, key=lambda o: (sum(tokens[o[0]:o[1]]), -o[0]))
+        return _plan(ids, tokens, lo, hi, side)
+    sides = " and ".join(
+        f"~{value} tokens {where}" for value, where in zip(found, ("before it", "after it"))
+        if value is not None) or "no place to cut on either side"
+    return Refusal(
+        f"the older history outside the recent tail holds enough new material only together "
+        f"with the latest user message (id {ids[latest]!r}), which is kept verbatim so the task "
+        f"in hand is not summarized away; on its own, each side falls short of "
+        f"{min_fresh_tokens} tokens of new material ({sides}). Pass keep_latest_user=False to "
+        "compact it too", "latest-user")
 
 
 def plan_clear(
@@ -374,10 +556,12 @@ def plan_clear(
 ) -> RestPlan | Refusal:
     """Deep rest: everything after the system head up to the last balanced cut.
 
-    No tail is kept and no fresh minimum applies; only an in-flight tool batch (calls still
-    waiting for results) at the end stays, because a cut through it would split a pair.
+    No tail is kept and no fresh minimum applies (the latest user message is cleared too: a deep
+    rest hands over through its note and recovery text); only an in-flight tool batch (calls
+    still waiting for results) at the end stays, because a cut through it would split a pair. A
+    refusal caused by a call that was never answered names it (code ``unanswered-call``).
     """
-    messages = _check_messages(messages)
+    messages = check_conversation(messages)
     checkpoint = _predicate("is_checkpoint", is_checkpoint, is_checkpoint_message)
     notice = _predicate("is_own_notice", is_own_notice, is_notice_message)
     ids = message_ids(messages)
@@ -390,15 +574,13 @@ def plan_clear(
         return Refusal("there is nothing to clear besides the system prompt", "system-only")
     end = max(c for c in range(len(messages) + 1) if cuts[c])
     if end <= head:
+        unanswered = _unanswered_reason(messages, ids, len(messages))
+        if unanswered is not None:
+            return Refusal(unanswered, "unanswered-call")
         return Refusal(
             "every message after the system prompt belongs to a tool call that is still waiting "
             "for its results", "no-balanced-cut")
-    return RestPlan(
-        start=ids[head], end=ids[end - 1],
-        fresh_tokens=_fresh(messages, tokens, head, end, checkpoint, notice),
-        retained_tokens=sum(tokens[end:]), freed_tokens=sum(tokens[head:end]),
-        start_index=head, end_index=end - 1,
-    )
+    return _plan(ids, tokens, head, end, _fresh(messages, tokens, head, end, checkpoint, notice))
 
 
 # --------------------------------------------------------------------------- notes and requests
@@ -494,12 +676,14 @@ _PREAMBLE = (
 def checkpoint_message(notes: str, *, preamble: str = _PREAMBLE) -> dict[str, Any]:
     """The user-role message that stands in for a compacted span.
 
-    The notes sit between :data:`CHECKPOINT_TAG` and its closing tag, so the planner and the
-    survey recognise the message as a checkpoint (and a later compaction absorbs it).
+    The notes sit between :data:`CHECKPOINT_TAG` and its closing tag, and the message carries
+    contextcare's mark (``name: "contextcare"``), so the planner and the survey recognise it as a
+    checkpoint (and a later compaction absorbs it).
     """
     if not isinstance(notes, str):
         raise RuleTypeError(f"notes must be a string, got {type(notes).__name__}")
     if not isinstance(preamble, str):
         raise RuleTypeError(f"preamble must be a string, got {type(preamble).__name__}")
     closing = CHECKPOINT_TAG.replace("<", "</", 1)
-    return {"role": "user", "content": f"{preamble}\n\n{CHECKPOINT_TAG}\n{notes}\n{closing}"}
+    return {"role": "user", "content": f"{preamble}\n\n{CHECKPOINT_TAG}\n{notes}\n{closing}",
+            "name": OWN_NAME}
