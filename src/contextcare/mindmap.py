@@ -260,8 +260,9 @@ class ClearPlan:
           one is refused, and nothing ever lands on messages that merely look the same.
 
         ``checkpoint_id`` becomes the checkpoint's ``id``. Without one, the checkpoint gets an
-        id no other message has whenever the conversation uses ``id`` keys: the next integer
-        above every id (integer ids) or ``"checkpoint-N"`` (string ids); a list on index ids
+        id no other message has (nor had, in the cleared span) whenever the conversation uses
+        ``id`` keys: the next integer above every id (integer ids) or ``"checkpoint-N"`` (string
+        ids); a list on index ids
         gets none, and the checkpoint takes its index like the rest. The result never holds a
         duplicate id (else :class:`ClearError` ``id-collision``, before anything is built).
         """
@@ -279,7 +280,7 @@ class ClearPlan:
             if checkpoint_id in _taken_ids(result, at):
                 raise RuleValueError(f"checkpoint_id {checkpoint_id!r} is already in use")
         elif any(m.get("id") is not None for m in messages):
-            checkpoint_id = _fresh_id(result, at)
+            checkpoint_id = _fresh_id(result, at, ids[at:at + count])
         if checkpoint_id is not None:
             checkpoint["id"] = checkpoint_id
         try:
@@ -348,9 +349,10 @@ def _taken_ids(result: Sequence[Message], at: int) -> set[MessageId]:
     return taken
 
 
-def _fresh_id(result: Sequence[Message], at: int) -> MessageId:
-    """An id for the checkpoint at ``result[at]`` that no other message of ``result`` has."""
-    taken = _taken_ids(result, at)
+def _fresh_id(result: Sequence[Message], at: int, cleared: Sequence[MessageId]) -> MessageId:
+    """An id for the checkpoint at ``result[at]`` that no other message of ``result`` has, nor
+    one of the ``cleared`` messages (an id is not reused for a different message)."""
+    taken = _taken_ids(result, at) | set(cleared)
     explicit = [m.get("id") for i, m in enumerate(result) if i != at and m.get("id") is not None]
     if explicit and all(isinstance(ident, str) for ident in explicit):
         number = 1
