@@ -396,3 +396,220 @@ def test_arbitrary_bytes_raise_only_trace_format_error(raw: bytes) -> None:
         return
     scan(io.BytesIO(raw))
     assert all(isinstance(e, Event) for e in events)
+
+
+# ---------------------------------------------------------------------- conversations (issue 19)
+# The planner, the clear-mind survey and the reminder policy share one validator of the OpenAI
+# chat format: each row is the documented error class and the name it must carry. After every
+# row, the input it was given is unchanged and a valid conversation still plans and surveys.
+
+from contextcare.mindmap import ClearError, ReminderPolicy, survey
+from contextcare.planner import ConversationError, RestPlan, plan_clear, plan_rest
+
+CE = ConversationError
+
+
+def _conv(*extra: Any) -> list[Any]:
+    return [{"role": "user", "content": "x" * 4000}, *extra, {"role": "user", "content": "go"}]
+
+
+def _valid() -> list[Any]:
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "task " * 2000},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "ok"},
+            {"role": "user", "content": "next"}]
+
+
+def _surveyed_plan() -> Any:
+    return survey(_valid()).validate_clear("first", "latest", "n" * 200, min_clear_tokens=1)
+
+
+def _apply_to_surveyed(checkpoint_id: Any) -> object:
+    """Survey a valid conversation and apply the clear to that same list."""
+    messages = _valid()
+    plan = survey(messages).validate_clear("first", "latest", "n" * 200, min_clear_tokens=1)
+    return plan.apply(messages, checkpoint_id=checkpoint_id)
+
+
+_BAD_MESSAGES: list[tuple[str, Any, type[Exception], str]] = [
+    ("messages-str", "hello", TE, "messages"),
+    ("messages-bytes", b"hello", TE, "messages"),
+    ("messages-mapping", {"role": "user", "content": "x"}, TE, "messages"),
+    ("messages-None", None, TE, "messages"),
+    ("message-str", _conv("hello"), TE, "messages[1]"),
+    ("message-None", _conv(None), TE, "messages[1]"),
+    ("role-missing", _conv({"content": "x"}), CE, "messages[1].role"),
+    ("role-None", _conv({"role": None, "content": "x"}), CE, "messages[1].role"),
+    ("role-System", _conv({"role": "System", "content": "x"}), CE, "messages[1].role"),
+    ("role-USER", _conv({"role": "USER", "content": "x"}), CE, "lower-case"),
+    ("role-human", _conv({"role": "human", "content": "x"}), CE, "messages[1].role"),
+    ("role-ai", _conv({"role": "ai", "content": "x"}), CE, "messages[1].role"),
+    ("role-empty", _conv({"role": "", "content": "x"}), CE, "messages[1].role"),
+    ("role-padded", _conv({"role": " user", "content": "x"}), CE, "messages[1].role"),
+    ("role-int", _conv({"role": 1, "content": "x"}), TE, "messages[1].role"),
+    ("content-int", _conv({"role": "user", "content": 5}), TE, "messages[1].content"),
+    ("content-bool", _conv({"role": "user", "content": False}), TE, "messages[1].content"),
+    ("content-float-inf", _conv({"role": "user", "content": INF}), TE, "messages[1].content"),
+    ("content-dict", _conv({"role": "user", "content": {"text": "x"}}), TE,
+     "messages[1].content"),
+    ("content-bytes", _conv({"role": "user", "content": b"x"}), TE, "messages[1].content"),
+    ("content-tuple", _conv({"role": "user", "content": ("x",)}), TE, "messages[1].content"),
+    ("content-list-of-str", _conv({"role": "user", "content": ["x"]}), TE,
+     "messages[1].content[0]"),
+    ("content-part-text-int", _conv({"role": "user", "content": [{"type": "text", "text": 5}]}),
+     TE, "messages[1].content[0].text"),
+    ("content-part-text-missing", _conv({"role": "user", "content": [{"type": "text"}]}), TE,
+     "messages[1].content[0].text"),
+    ("content-part-untyped-no-text", _conv({"role": "user", "content": [{}]}), TE,
+     "messages[1].content[0].text"),
+    ("content-part-type-None", _conv({"role": "user", "content": [{"type": None}]}), TE,
+     "messages[1].content[0].type"),
+    ("content-part-type-empty", _conv({"role": "user", "content": [{"type": ""}]}), TE,
+     "messages[1].content[0].type"),
+    ("content-1MiB-part-then-bad", _conv({"role": "user", "content": [
+        {"type": "text", "text": MB}, {"type": "text", "text": [MB]}]}), TE,
+     "messages[1].content[1].text"),
+    ("tool-content-int", _conv({"role": "assistant", "tool_calls": [
+        {"id": "c", "function": {"name": "f"}}]}, {"role": "tool", "tool_call_id": "c",
+                                                   "content": 3}), TE, "messages[2].content"),
+    ("id-float", _conv({"role": "user", "content": "x", "id": 1.5}), TE, "messages[1]['id']"),
+    ("id-bool", _conv({"role": "user", "content": "x", "id": True}), TE, "messages[1]['id']"),
+    ("id-duplicate", [{"role": "user", "content": "a", "id": "m"},
+                      {"role": "user", "content": "b", "id": "m"}], CE, "share the id 'm'"),
+    ("id-equals-an-index", [{"role": "user", "content": "a", "id": 1},
+                            {"role": "user", "content": "b"}], CE, "share the id 1"),
+    ("tool_calls-dict", _conv({"role": "assistant", "tool_calls": {"id": "c"}}), CE,
+     "'tool_calls' must be a list"),
+    ("tool-call-without-id", _conv({"role": "assistant", "tool_calls": [{"function": {}}]}), CE,
+     "string 'id'"),
+    ("tool-result-unopened", _conv({"role": "tool", "tool_call_id": "nope", "content": "x"}), CE,
+     "'nope'"),
+    ("tool-result-no-call-id", _conv({"role": "tool", "content": "x"}), CE, "tool_call_id"),
+]
+
+_ENTRIES: dict[str, Callable[[Any], object]] = {
+    "plan_rest": lambda m: plan_rest(m, capacity=1000),
+    "plan_clear": lambda m: plan_clear(m),
+    "survey": lambda m: survey(m),
+    "apply": lambda m: _surveyed_plan().apply(m),
+}
+
+ConvRow = tuple[str, Callable[[], object], type[Exception], str]
+
+CONVERSATION_ROWS: list[ConvRow] = [
+    (f"{entry}-{name}", (lambda e=entry, m=messages: _ENTRIES[e](m)), exc, word)
+    for name, messages, exc, word in _BAD_MESSAGES for entry in _ENTRIES
+    # apply() checks the format before anything else; the tool structure of a list it was not
+    # planned on is not its business (that list is refused as stale)
+    if entry != "apply" or not name.startswith("tool")
+] + [
+    # planner arguments
+    ("plan_rest-capacity-0", lambda: plan_rest(_valid(), capacity=0), VE, "capacity"),
+    ("plan_rest-capacity--10**400", lambda: plan_rest(_valid(), capacity=-10**400), VE,
+     "capacity"),
+    ("plan_rest-capacity-float", lambda: plan_rest(_valid(), capacity=1e6), TE, "capacity"),
+    ("plan_rest-capacity-inf", lambda: plan_rest(_valid(), capacity=INF), TE, "capacity"),
+    ("plan_rest-capacity-numpy", lambda: plan_rest(_valid(), capacity=NP_INT), TE, "capacity"),
+    ("plan_rest-capacity-str", lambda: plan_rest(_valid(), capacity="1000"), TE, "capacity"),
+    ("plan_rest-retain_ratio-nan", lambda: plan_rest(_valid(), capacity=10,
+                                                     retain_ratio=float("nan")), VE,
+     "retain_ratio"),
+    ("plan_rest-retain_ratio-1", lambda: plan_rest(_valid(), capacity=10, retain_ratio=1), VE,
+     "retain_ratio"),
+    ("plan_rest-min_fresh-0", lambda: plan_rest(_valid(), capacity=10, min_fresh_tokens=0), VE,
+     "min_fresh_tokens"),
+    ("plan_rest-min_fresh-float", lambda: plan_rest(_valid(), capacity=10,
+                                                    min_fresh_tokens=1.0), TE,
+     "min_fresh_tokens"),
+    ("plan_rest-keep_latest_user-str", lambda: plan_rest(_valid(), capacity=10,
+                                                         keep_latest_user="no"), TE,
+     "keep_latest_user"),
+    ("plan_rest-keep_latest_user-None", lambda: plan_rest(_valid(), capacity=10,
+                                                          keep_latest_user=None), TE,
+     "keep_latest_user"),
+    ("plan_rest-is_own_notice-str", lambda: plan_rest(_valid(), capacity=10,
+                                                      is_own_notice="name"), TE, "is_own_notice"),
+    ("plan_clear-is_checkpoint-int", lambda: plan_clear(_valid(), is_checkpoint=1), TE,
+     "is_checkpoint"),
+    # survey arguments
+    ("survey-turns-str", lambda: survey(_valid(), turns="12345"), TE, "turns"),
+    ("survey-turns-short", lambda: survey(_valid(), turns=[1]), VE, "turns"),
+    ("survey-turns-float", lambda: survey(_valid(), turns=[1, 1, 1, 1, 1.0]), TE, "turns[4]"),
+    ("survey-pressure-negative", lambda: survey(_valid(), pressure_tokens=-1), VE,
+     "pressure_tokens"),
+    ("survey-pressure-float", lambda: survey(_valid(), pressure_tokens=1e3), TE,
+     "pressure_tokens"),
+    ("survey-is_own_notice-str", lambda: survey(_valid(), is_own_notice="x"), TE,
+     "is_own_notice"),
+    ("survey-render-lang", lambda: survey(_valid()).render(lang="fr"), VE, "lang"),
+    ("validate_clear-min_clear_tokens-0", lambda: survey(_valid()).validate_clear(
+        "first", "latest", "n" * 200, min_clear_tokens=0), VE, "min_clear_tokens"),
+    ("validate_clear-start-float", lambda: survey(_valid()).validate_clear(
+        1.5, "latest", "n" * 200), ClearError, "start"),
+    ("validate_clear-end-None", lambda: survey(_valid()).validate_clear(
+        "first", None, "n" * 200), ClearError, "end"),
+    ("validate_clear-notes-bytes", lambda: survey(_valid()).validate_clear(
+        "first", "latest", b"n" * 200, min_clear_tokens=1), ClearError, "notes"),
+    ("apply-checkpoint_id-float", lambda: _apply_to_surveyed(1.5), TE, "checkpoint_id"),
+    ("apply-checkpoint_id-bool", lambda: _apply_to_surveyed(False), TE, "checkpoint_id"),
+    ("apply-checkpoint_id-taken", lambda: _apply_to_surveyed(0), VE, "checkpoint_id"),
+    ("apply-to-another-list", lambda: _surveyed_plan().apply(_valid()), ClearError,
+     "not the message surveyed"),
+    # the reminder policy
+    ("reminder-ratio-nan", lambda: ReminderPolicy(ratio=float("nan")), VE, "ratio"),
+    ("reminder-ratio-str", lambda: ReminderPolicy(ratio="0.7"), TE, "ratio"),
+    ("reminder-tokens--1", lambda: ReminderPolicy(tokens=-1), VE, "tokens"),
+    ("reminder-steps-2**64-negative", lambda: ReminderPolicy(steps=-(1 << 64)), VE, "steps"),
+    ("reminder-step_interval-bool", lambda: ReminderPolicy(step_interval=True), TE,
+     "step_interval"),
+    ("reminder-lang", lambda: ReminderPolicy(lang="fr"), VE, "lang"),
+    ("reminder-check-window-negative", lambda: ReminderPolicy().check(10, -1, 1), VE, "window"),
+    ("reminder-check-window--10**400", lambda: ReminderPolicy().check(10, -10**400, 1), VE,
+     "window"),
+    ("reminder-check-window-float", lambda: ReminderPolicy().check(10, 1e5, 1), TE, "window"),
+    ("reminder-check-window-bool", lambda: ReminderPolicy().check(10, True, 1), TE, "window"),
+    ("reminder-check-tokens-negative", lambda: ReminderPolicy().check(-1, None, 1), VE,
+     "tokens"),
+    ("reminder-check-tokens-float", lambda: ReminderPolicy().check(1.0, None, 1), TE, "tokens"),
+    ("reminder-check-steps-negative", lambda: ReminderPolicy().check(1, None, -1), VE,
+     "steps_in_turn"),
+    ("reminder-check_message-window-negative",
+     lambda: ReminderPolicy().check_message(10, -1, 1), VE, "window"),
+]
+
+
+@pytest.mark.parametrize(("call", "exc", "name"), [r[1:] for r in CONVERSATION_ROWS],
+                         ids=[r[0] for r in CONVERSATION_ROWS])
+def test_bad_conversations(call: Callable[[], object], exc: type[Exception], name: str) -> None:
+    with pytest.raises(exc) as excinfo:
+        call()
+    assert isinstance(excinfo.value, ContextCareError)
+    assert name in str(excinfo.value), excinfo.value
+    # Healthy afterwards: a valid conversation still plans, surveys and clears.
+    valid = _valid()
+    assert isinstance(plan_rest(valid, capacity=100, min_fresh_tokens=100), RestPlan)
+    plan = survey(valid).validate_clear("first", "latest", "n" * 200, min_clear_tokens=1)
+    assert [m["role"] for m in plan.apply(valid)] == ["system", "user"]
+
+
+def test_bad_conversation_rows_leave_their_input_unchanged() -> None:
+    """A refused conversation is not modified (no partial normalisation)."""
+    import copy
+
+    for name, messages, _, _ in _BAD_MESSAGES:
+        before = copy.deepcopy(messages)
+        for entry in ("plan_rest", "plan_clear", "survey"):
+            with pytest.raises(ContextCareError):
+                _ENTRIES[entry](messages)
+        assert messages == before, name
+
+
+def test_huge_numbers_are_answers_not_overflows() -> None:
+    """Values far past any real size are not errors: they give the answer the arithmetic
+    gives (exactly, without an OverflowError from a float conversion)."""
+    assert plan_rest(_valid(), capacity=10**400).code == "tail-covers-all"  # type: ignore[union-attr]
+    text = ReminderPolicy().check(tokens=10**400, window=3, steps_in_turn=1)
+    assert text is not None and "window" in text
+    assert ReminderPolicy().check(tokens=1, window=10**400, steps_in_turn=1) is None
+    assert survey(_valid(), pressure_tokens=10**400).render().startswith("Context map")

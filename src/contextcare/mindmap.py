@@ -34,7 +34,6 @@ import math
 import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -78,10 +77,14 @@ _BREAKS = re.compile(r"[\t\r\n]+")
 
 def format_tokens(tokens: int) -> str:
     """``340``, ``1.20k`` (two decimals from 1000), ``15.3k`` (one decimal from 10000), half up."""
+    # Integer arithmetic: exact half-up rounding for any size (a Decimal context has a finite
+    # precision and fails on a 400-digit pressure figure).
     if tokens >= 10000:
-        return f"{(Decimal(tokens) / 1000).quantize(Decimal('0.1'), ROUND_HALF_UP)}k"
+        tenths = (tokens + 50) // 100
+        return f"{tenths // 10}.{tenths % 10}k"
     if tokens >= 1000:
-        return f"{(Decimal(tokens) / 1000).quantize(Decimal('0.01'), ROUND_HALF_UP)}k"
+        hundredths = (tokens + 5) // 10
+        return f"{hundredths // 100}.{hundredths % 100:02d}k"
     return str(tokens)
 
 
