@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from contextcare.errors import RuleTypeError, RuleValueError
 from contextcare.planner import (
-    CHECKPOINT_TAG,
     NOTICE_NAME,
     CareConfig,
     ConversationError,
