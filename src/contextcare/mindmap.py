@@ -10,8 +10,9 @@ clear before the model asks.
 
 How the original's host concepts map onto a plain message list (see also :mod:`.planner`):
 
-* seq ids → message ids (the ``id`` key, else the index). Index ids are only valid for the list
-  the survey was made from; give messages ``id`` keys to clear several segments from one survey.
+* seq ids → message ids (the ``id`` key, else the index). Index ids are positions in the list
+  the survey was made from; give messages ``id`` keys to clear several segments from one survey
+  (:meth:`ClearPlan.apply` re-bases those by id, and refuses a plan on positions that moved).
 * turns → by default a new turn starts at each ``user`` message that is neither a checkpoint nor
   one of our notices; messages before the first one have turn ``None``. A host that knows its
   turns passes ``turns=`` (one int or ``None`` per message).
@@ -22,7 +23,9 @@ How the original's host concepts map onto a plain message list (see also :mod:`.
   carry no error flag, so the ``!`` form does not occur. Path shortening against a working
   directory is host-specific and not done.
 * The open-turn and compaction-lock checks of the original commit belong to its session log and
-  have no equivalent here; :meth:`ClearPlan.apply` instead re-checks that the span is unchanged.
+  have no equivalent here; :meth:`ClearPlan.apply` instead re-checks, by identity, that the plan
+  still describes the list (``docs/planner.md``).
+* ★ marks the latest real user message (the task in hand); the header names it.
 
 Lengths (previews, notes) count code points, not UTF-16 units.
 """
