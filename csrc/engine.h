@@ -73,6 +73,8 @@ void cc_watcher_reset(cc_watcher *w);
 size_t cc_watcher_memory(const cc_watcher *w);
 int cc_watcher_finished(const cc_watcher *w);
 int cc_watcher_fired(const cc_watcher *w, uint32_t rule);
+/* Test hook: comparisons spent ordering the hits of each call, since the watcher was made. */
+uint64_t cc_watcher_sort_cmps(const cc_watcher *w);
 
 /* Feed len code points of `kind` bytes each (1, 2 or 4) on channel text or reasoning.
  * Detections are appended to the watcher's hit list (see cc_watcher_hits). Returns the number of

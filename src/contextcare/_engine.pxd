@@ -69,6 +69,7 @@ cdef extern from "engine.h" nogil:
     size_t cc_watcher_memory(const cc_watcher *w)
     int cc_watcher_finished(const cc_watcher *w)
     int cc_watcher_fired(const cc_watcher *w, uint32_t rule)
+    uint64_t cc_watcher_sort_cmps(const cc_watcher *w)
     int cc_watcher_feed(cc_watcher *w, const void *data, int kind, size_t len, int channel)
     int cc_watcher_finish(cc_watcher *w)
     const cc_hit *cc_watcher_hits(const cc_watcher *w, size_t *n)

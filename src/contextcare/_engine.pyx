@@ -502,6 +502,11 @@ cdef class Watcher:
     def finished(self):
         return bool(cc_watcher_finished(self._w))
 
+    def _sort_comparisons(self):
+        """Test hook: comparisons the C core spent ordering the hits of each call so far (the
+        work per hit must not grow with the number of hits of one call)."""
+        return cc_watcher_sort_cmps(self._w)
+
     def __sizeof__(self):
         return object.__sizeof__(self) + cc_watcher_memory(self._w)
 
