@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -22,7 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contextcare._engine as native
-from contextcare.errors import ContextCareError, RuleTypeError, RuleValueError
+from contextcare.errors import (
+    ContextCareError,
+    RuleTypeError,
+    RuleValueError,
+    UninitialisedError,
+)
 from contextcare.rules import (
     MAX_PHRASE_BYTES,
     MAX_PHRASE_CHARS,
@@ -320,6 +327,117 @@ def test_after_finish_every_call_is_defined(engine: ModuleType) -> None:
     assert w.tail(5) == CANARY_TEXT[-5:] and w.copy().finished
     w.reset()
     assert [d.rule for d in [*w.feed(CANARY_TEXT), *w.finish()]] == ["hurry", "loop"]
+
+
+# ---------------------------------------------------------------------- uninitialised objects
+
+# Run in a child process: a crash (SIGSEGV) there fails the test instead of killing pytest.
+UNINIT_SCRIPT = r"""
+import copy, json, pickle, sys, importlib
+e = importlib.import_module(sys.argv[1])
+from contextcare.rules import Phrases
+
+BORING = {"__doc__", "__init__", "__new__", "__pyx_vtable__", "__module__", "__slots__"}
+ARGS = {"feed": ("x",), "_feed_tracked": ("x",), "_noop": ("x",), "_kept_text": ("text",),
+        "_track": (print,), "replay": ("abc",),
+        "__reduce_ex__": (2,)}
+
+def outcome(f):
+    try:
+        value = f()
+    except BaseException as exc:
+        return [type(exc).__name__, str(exc)]
+    return ["ok", repr(value)]
+
+def walk(cls):
+    names = [n for n in vars(cls) if n not in BORING
+             and (not n.startswith("_") or n.startswith("__") or e.__name__.endswith("_engine"))]
+    out = {}
+    for name in sorted(names):
+        obj = cls.__new__(cls)
+        def call(obj=obj, name=name):
+            attr = getattr(obj, name)
+            if name == "__getattr__":  # the reference's: asked for a slot __init__ never set
+                return attr(cls.__slots__[0])
+            return attr(*ARGS.get(name, ())) if callable(attr) else attr
+        out[name] = outcome(call)
+    return out
+
+class SubRuleset(e.Ruleset):
+    def __init__(self, rules):  # forgets super().__init__
+        self.mine = rules
+
+class SubWatcher(e.Watcher):
+    pass
+
+blank = lambda: e.Ruleset.__new__(e.Ruleset)
+extra = {
+    "copy.copy": outcome(lambda: copy.copy(blank())),
+    "copy.deepcopy": outcome(lambda: copy.deepcopy(blank())),
+    "pickle.dumps": outcome(lambda: pickle.dumps(blank())),
+    "sys.getsizeof": outcome(lambda: sys.getsizeof(blank())),
+    "subclass.watcher": outcome(lambda: SubRuleset([Phrases("p", ["x"])]).watcher()),
+    "subclass.replay": outcome(lambda: SubRuleset([Phrases("p", ["x"])]).replay("x")),
+    "subclass.rules": outcome(lambda: SubRuleset([Phrases("p", ["x"])]).rules),
+    "watcher-subclass.feed": outcome(lambda: SubWatcher.__new__(SubWatcher).feed("x")),
+    "watcher-subclass.finish": outcome(lambda: SubWatcher.__new__(SubWatcher).finish()),
+    "blank.watcher().feed": outcome(lambda: blank().watcher().feed("x")),
+}
+print(json.dumps({"Ruleset": walk(e.Ruleset), "Watcher": walk(e.Watcher), "extra": extra}))
+"""
+
+#: Entry points that may succeed on an uninitialised object (and what they must return), or
+#: raise something else than UninitialisedError. Everything else must raise UninitialisedError.
+UNINIT_ALLOWED = {
+    "__repr__": ("ok", "uninitialised"),
+    "__sizeof__": ("ok", ""),
+    "sys.getsizeof": ("ok", ""),
+    "Watcher.__reduce__": ("TypeError", "cannot be pickled"),  # true of every Watcher
+}
+
+
+@pytest.mark.parametrize("engine_name", ["contextcare._engine", "contextcare.reference"])
+def test_uninitialised_objects_raise_never_crash(engine_name: str) -> None:
+    """``Ruleset.__new__(Ruleset)``, ``Watcher.__new__(Watcher)``, subclasses that skip
+    ``super().__init__``: every method and property, pickling and copying raise
+    :class:`UninitialisedError` (a ``RuntimeError``) naming the class - they used to kill the
+    process with SIGSEGV (issue 17). The walk covers every name the classes define, so a new
+    entry point is checked as soon as it exists."""
+    proc = subprocess.run([sys.executable, "-c", UNINIT_SCRIPT, engine_name],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    got = json.loads(proc.stdout)
+    public = {"watcher", "replay", "rules", "options", "feed", "finish", "reset", "tail",
+              "copy", "fired", "finished", "ruleset"}
+    walked = set(got["Ruleset"]) | set(got["Watcher"])
+    assert public <= walked
+    rows = [(f"{cls}.{name}", result) for cls in ("Ruleset", "Watcher")
+            for name, result in got[cls].items()] + list(got["extra"].items())
+    for where, (kind, message) in rows:
+        short = where.split(".", 1)[1] if where.startswith(("Ruleset.", "Watcher.")) else where
+        allowed = UNINIT_ALLOWED.get(where) or UNINIT_ALLOWED.get(short)
+        if allowed is not None:
+            assert kind == allowed[0] and allowed[1] in message, (where, kind, message)
+            continue
+        assert kind == "UninitialisedError", (where, kind, message)
+        assert "not initialised" in message
+        # the message names the class of the uninitialised object
+        named = "Watcher" if where.startswith(("Watcher.", "watcher-")) else "Ruleset"
+        assert f"this {named}" in message or f"this Sub{named}" in message, (where, message)
+
+
+def test_subclasses_that_initialise_work(engine: ModuleType) -> None:
+    class Mine(engine.Ruleset):  # type: ignore[name-defined,misc]
+        def __init__(self, rules: Any) -> None:
+            super().__init__(rules, line_window=20)
+
+    rs = Mine([Phrases("p", ["x"])])
+    assert [d.rule for d in rs.replay("x")] == ["p"]
+    assert [d.rule for d in rs.watcher().feed("x")] == ["p"]
+    assert isinstance(engine.Ruleset.__new__(engine.Ruleset), engine.Ruleset)
+    with pytest.raises(UninitialisedError, match="not initialised") as info:
+        engine.Ruleset.__new__(engine.Ruleset).replay("x")
+    assert isinstance(info.value, RuntimeError) and isinstance(info.value, ContextCareError)
 
 
 # ---------------------------------------------------------------------- malformed trace lines

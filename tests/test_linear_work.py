@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import random
 
+from conftest import stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contextcare as cc
 from contextcare import reference
-
-from conftest import stream
 
 
 def _per_hit(rs: cc.Ruleset, text: str, channel: str = "text") -> tuple[int, float, list]:

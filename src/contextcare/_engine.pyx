@@ -15,7 +15,7 @@ from libc.string cimport memcpy, memset
 
 from contextcare import rules as _rules
 from contextcare.detection import Detection
-from contextcare.errors import RuleTypeError, RuleValueError
+from contextcare.errors import RuleTypeError, RuleValueError, uninitialised
 
 cdef extern from "Python.h":
     int PyUnicode_KIND(object o)
@@ -73,8 +73,8 @@ cdef class Ruleset:
     """
 
     cdef cc_ruleset *_rs
-    cdef readonly tuple rules
-    cdef readonly object options
+    cdef tuple _rules
+    cdef object _options
     cdef tuple _meta
 
     def __init__(self, rules, /, *, line_window=80, min_line_chars=3, evidence_chars=600,
@@ -176,12 +176,29 @@ cdef class Ruleset:
             free(specs)
             free(phrases)
             free(sets)
-        self.rules = checked
-        self.options = options
+        self._rules = checked
+        self._options = options
         self._meta = tuple(meta)
 
     def __dealloc__(self):
         cc_ruleset_free(self._rs)
+
+    @property
+    def rules(self):
+        """The checked rules, in the order given (tuple)."""
+        self._ready()
+        return self._rules
+
+    @property
+    def options(self):
+        """The :class:`~contextcare.rules.RulesetOptions`."""
+        self._ready()
+        return self._options
+
+    cdef inline int _ready(self) except -1:
+        if self._rs == NULL:
+            raise uninitialised(self)
+        return 0
 
     def watcher(self):
         """A new :class:`Watcher` for one stream (one reply of one model call)."""
@@ -192,6 +209,7 @@ cdef class Ruleset:
         points, non-decreasing, the last equal to ``len(text)``; a sequence of int or an integer
         buffer such as a numpy array; ``None`` = one delta) — into a fresh watcher, then
         ``finish()``; return all detections. Runs in C with the GIL released."""
+        self._ready()
         _rules.check_text(text)
         cdef int ch = _feed_channel(channel)
         cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
@@ -227,8 +245,9 @@ cdef class Ruleset:
             cc_watcher_free(w)
 
     def __reduce__(self):
-        o = self.options
-        return (_rebuild, (self.rules, {"line_window": o.line_window,
+        self._ready()
+        o = self._options
+        return (_rebuild, (self._rules, {"line_window": o.line_window,
                                         "min_line_chars": o.min_line_chars,
                                         "evidence_chars": o.evidence_chars,
                                         "mask_code_fences": o.mask_code_fences}))
@@ -237,8 +256,10 @@ cdef class Ruleset:
         return object.__sizeof__(self) + (cc_ruleset_memory(self._rs) if self._rs else 0)
 
     def __repr__(self):
-        ids = ", ".join(repr(r.id) for r in self.rules)
-        return f"Ruleset([{ids}], {self.options!r})"
+        if self._rs == NULL:
+            return f"<uninitialised {type(self).__name__}>"
+        ids = ", ".join(repr(r.id) for r in self._rules)
+        return f"Ruleset([{ids}], {self._options!r})"
 
 
 def _as_int64(splits):
@@ -312,7 +333,7 @@ cdef class Watcher:
     """
 
     cdef cc_watcher *_w
-    cdef readonly Ruleset ruleset
+    cdef Ruleset _ruleset
     cdef bint _busy
     cdef object _on_fire
     cdef Py_UCS4 *_kept[2]       # tracked watchers keep the reply's text, per channel
@@ -324,8 +345,9 @@ cdef class Watcher:
 
     @staticmethod
     cdef Watcher _create(Ruleset rs):
+        rs._ready()
         cdef Watcher self = Watcher.__new__(Watcher)
-        self.ruleset = rs
+        self._ruleset = rs
         self._w = cc_watcher_new(rs._rs)
         if self._w == NULL:
             raise MemoryError()
@@ -337,6 +359,13 @@ cdef class Watcher:
         free(self._kept[1])
 
     cdef inline int _enter(self) except -1:
+        if self._busy or self._w == NULL:
+            return self._refuse()
+        return 0
+
+    cdef int _refuse(self) except -1:
+        if self._w == NULL:
+            raise uninitialised(self)
         if self._busy:
             raise RuntimeError("this Watcher is in use by another thread; a Watcher belongs to"
                                " one stream and one thread at a time")
@@ -376,13 +405,14 @@ cdef class Watcher:
             _rules.check_text(text)
         if self._feed(text, ch) == 0:
             return ()
-        return _detections(self.ruleset, self._w)
+        return _detections(self._ruleset, self._w)
 
     def _track(self, on_fire):
         """For the actions layer (``Reply``): from now on ``_feed_tracked`` keeps the text of
         every delta (``_kept_text``) and hands detections to ``on_fire``. This keeps the
         per-delta fast path of a guarded reply in C: one call, a copy of the delta's code points,
         no Python frame and no Python object per delta."""
+        self._enter()
         if not callable(on_fire):
             raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
         self._on_fire = on_fire
@@ -419,16 +449,18 @@ cdef class Watcher:
         if type(text) is not str:
             _rules.check_text(text)
         if self._on_fire is None:
+            self._enter()
             raise RuntimeError("_feed_tracked() needs _track() first")
         cdef int hits = self._feed(text, ch)
         self._keep(ch, text)
         if hits == 0:
             return None
-        return self._on_fire(_detections(self.ruleset, self._w))
+        return self._on_fire(_detections(self._ruleset, self._w))
 
     def _kept_text(self, channel):
         """All text ``_feed_tracked`` received on ``channel`` since ``_track``."""
         cdef int ch = _feed_channel(channel)
+        self._enter()
         return PyUnicode_FromKindAndData(4, self._kept[ch], self._kept_len[ch])
 
     def _noop(self, text, /, channel="text"):
@@ -455,7 +487,7 @@ cdef class Watcher:
         if cc_watcher_finish(self._w) != CC_OK:
             cc_watcher_clear_hits(self._w)
             raise MemoryError("contextcare: out of memory while finishing")
-        return _detections(self.ruleset, self._w)
+        return _detections(self._ruleset, self._w)
 
     def reset(self):
         """Forget everything and start a new attempt (rules may fire again)."""
@@ -466,12 +498,12 @@ cdef class Watcher:
         """The last ``min(n, evidence_chars)`` characters fed (both channels, arrival order)."""
         self._enter()  # never read the ring while another thread's feed() writes it
         if n is None:
-            n = self.ruleset.options.evidence_chars
+            n = self._ruleset._options.evidence_chars
         elif isinstance(n, bool) or not isinstance(n, int):
             raise RuleTypeError(f"n must be an int or None, got {type(n).__name__}")
         elif n < 0:
             raise RuleValueError(f"n must be >= 0, got {n}")
-        cdef size_t want = min(n, self.ruleset.options.evidence_chars)
+        cdef size_t want = min(n, self._ruleset._options.evidence_chars)
         cdef uint32_t *buf = <uint32_t *>malloc((want or 1) * sizeof(uint32_t))
         if buf == NULL:
             raise MemoryError()
@@ -485,29 +517,44 @@ cdef class Watcher:
         """An independent watcher in the same state: it continues exactly as this one would."""
         self._enter()
         cdef Watcher other = Watcher.__new__(Watcher)
-        other.ruleset = self.ruleset
+        other._ruleset = self._ruleset
         other._w = cc_watcher_copy(self._w)
         if other._w == NULL:
             raise MemoryError()
         return other
 
     @property
+    def ruleset(self):
+        """The :class:`Ruleset` this watcher runs."""
+        if self._w == NULL:
+            raise uninitialised(self)
+        return self._ruleset
+
+    @property
     def fired(self):
         """Ids of the rules that fired in this attempt."""
         cdef uint32_t i
-        return frozenset([r.id for i, r in enumerate(self.ruleset.rules)
+        if self._w == NULL:
+            raise uninitialised(self)
+        return frozenset([r.id for i, r in enumerate(self._ruleset._rules)
                           if cc_watcher_fired(self._w, i)])
 
     @property
     def finished(self):
+        if self._w == NULL:
+            raise uninitialised(self)
         return bool(cc_watcher_finished(self._w))
 
     def _sort_comparisons(self):
         """Test hook: comparisons the C core spent ordering the hits of each call so far (the
         work per hit must not grow with the number of hits of one call)."""
+        if self._w == NULL:
+            raise uninitialised(self)
         return cc_watcher_sort_cmps(self._w)
 
     def __sizeof__(self):
+        if self._w == NULL:
+            return object.__sizeof__(self)
         return object.__sizeof__(self) + cc_watcher_memory(self._w)
 
     def __reduce__(self):

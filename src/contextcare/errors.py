@@ -7,7 +7,7 @@ out of range, ``TypeError`` for a value of the wrong type), so ``except ValueErr
 
 from __future__ import annotations
 
-__all__ = ["ContextCareError", "RuleValueError", "RuleTypeError"]
+__all__ = ["ContextCareError", "RuleValueError", "RuleTypeError", "UninitialisedError"]
 
 
 class ContextCareError(Exception):
@@ -23,3 +23,19 @@ class RuleValueError(ContextCareError, ValueError):
 
 class RuleTypeError(ContextCareError, TypeError):
     """An argument has the wrong type. The message names the argument and the type expected."""
+
+
+class UninitialisedError(ContextCareError, RuntimeError):
+    """A ``Ruleset`` or ``Watcher`` was used without being initialised: made with ``__new__``,
+    or by a subclass whose ``__init__`` does not call ``super().__init__``. Every entry point of
+    such an object raises this (never a crash)."""
+
+
+def uninitialised(obj: object) -> UninitialisedError:
+    """The error for an uninitialised ``Ruleset`` or ``Watcher`` ``obj`` (either engine)."""
+    name = type(obj).__name__
+    if any(c.__name__ == "Watcher" for c in type(obj).__mro__):
+        how = "create watchers with Ruleset.watcher()"
+    else:
+        how = "Ruleset.__init__ was not called (a subclass's __init__ must call super().__init__)"
+    return UninitialisedError(f"this {name} object is not initialised: {how}")

@@ -20,10 +20,10 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .detection import Detection
-from .errors import RuleTypeError, RuleValueError
+from .errors import RuleTypeError, RuleValueError, UninitialisedError, uninitialised
 from .rules import (
     CHANNELS,
     EVIDENCE_LINE_CHARS,
@@ -197,8 +197,18 @@ class Ruleset:
         # rules whose thresholds only fit a larger line_window.
         return (_rebuild_ruleset, (self._rules, self._option_kwargs()))
 
+    if not TYPE_CHECKING:  # (for mypy, a Ruleset has no dynamic attributes)
+        def __getattr__(self, name: str) -> Any:
+            # reached only when normal lookup failed: a slot never set means __init__ never ran
+            if name in Ruleset.__slots__:
+                raise uninitialised(self)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __repr__(self) -> str:
-        ids = [rule.id for rule in self._rules]
+        try:
+            ids = [rule.id for rule in self._rules]
+        except UninitialisedError:
+            return f"<uninitialised {type(self).__name__}>"
         opts = ", ".join(f"{k}={v!r}" for k, v in self._option_kwargs().items())
         return f"Ruleset({ids!r}, {opts})"
 
@@ -379,8 +389,17 @@ class Watcher:
             twin._state = _copy.deepcopy(self._state)
             return twin
 
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            if name in Watcher.__slots__:
+                raise uninitialised(self)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __repr__(self) -> str:
-        s = self._state
+        try:
+            s = self._state
+        except UninitialisedError:
+            return f"<uninitialised {type(self).__name__}>"
         return (f"<Watcher rules={len(self._ruleset._rules)} fired={sorted(s.fired)!r}"
                 f" finished={s.finished}>")
 
