@@ -10,6 +10,7 @@ call had never been made), and that the process stays healthy (a fresh ruleset s
 
 from __future__ import annotations
 
+import array
 import io
 import json
 import subprocess
@@ -24,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contextcare._engine as native
+from contextcare import reference
 from contextcare.errors import (
     ContextCareError,
     RuleTypeError,
@@ -43,6 +45,12 @@ from contextcare.rules import (
     PrefixMonotony,
     TailRepeat,
     TimeAnxiety,
+)
+from contextcare.tomlrules import (
+    MAX_TOML_DEPTH,
+    RulesFileError,
+    load_rules,
+    loads_rules,
 )
 from contextcare.traces import Event, TraceFormatError, iter_events, scan
 
@@ -327,6 +335,162 @@ def test_after_finish_every_call_is_defined(engine: ModuleType) -> None:
     assert w.tail(5) == CANARY_TEXT[-5:] and w.copy().finished
     w.reset()
     assert [d.rule for d in [*w.feed(CANARY_TEXT), *w.finish()]] == ["hurry", "loop"]
+
+
+# ---------------------------------------------------------------------- split arrays, both engines
+
+def _gen_splits() -> Any:
+    yield 2
+    yield 6
+
+
+#: ``replay("abcabc", splits)`` on both engines: accepted (the detections, checked equal) or the
+#: error class. The engines must agree on every row, message included (issue 17: big-endian and
+#: object arrays were refused by the native engine only, a strided uint64 array holding 2**63 gave
+#: a bare OverflowError, and the uint64 maximum was reported as -1).
+SplitRow = tuple[str, Callable[[], Any], "type[Exception] | None"]
+SPLIT_ROWS: list[SplitRow] = [
+    ("int64", lambda: np.array([2, 6]), None),
+    ("int64-big-endian", lambda: np.array([2, 6], dtype=">i8"), None),
+    ("int32-big-endian", lambda: np.array([2, 6], dtype=">i4"), None),
+    ("object-array", lambda: np.array([2, 6], dtype=object), None),
+    ("object-array-of-None", lambda: np.array([2, None], dtype=object), TE),
+    ("strided-int64", lambda: np.array([2, 0, 6, 0])[::2], None),
+    ("strided-uint64-2**63", lambda: np.array([2, 0, 2**63, 0], dtype=np.uint64)[::2], VE),
+    ("uint64", lambda: np.array([2, 6], dtype=np.uint64), None),
+    ("uint64-max", lambda: np.array([2**64 - 1], dtype=np.uint64), VE),
+    ("uint64-max-last", lambda: np.array([2, 2**64 - 1], dtype=np.uint64), VE),
+    ("uint8", lambda: np.array([2, 6], dtype=np.uint8), None),
+    ("int32-decreasing", lambda: np.array([3, 2, 6], dtype=np.int32), VE),
+    ("int64-negative", lambda: np.array([-1, 6]), VE),
+    ("float64", lambda: np.array([2.0, 6.0]), TE),
+    ("float16", lambda: np.array([6], dtype=np.float16), TE),
+    ("bool-array", lambda: np.array([True, True]), TE),
+    ("2-d", lambda: np.array([[2, 6]]), TE),
+    ("array-i", lambda: array.array("i", [2, 6]), None),
+    ("array-Q-max", lambda: array.array("Q", [2**64 - 1]), VE),
+    ("memoryview-q", lambda: memoryview(array.array("q", [2, 6])), None),
+    ("list-of-numpy-ints", lambda: [np.int64(2), np.uint64(6)], None),
+    ("list-2**63", lambda: [2**63], VE),
+    ("list-2**70", lambda: [2, 1 << 70], VE),
+    ("list-float", lambda: [2.0, 6], TE),
+    ("list-None", lambda: [2, None, 6], TE),
+    ("list-nested", lambda: [[2], [6]], TE),
+    ("tuple", lambda: (2, 6), None),
+    ("range", lambda: range(1, 7), None),
+    ("generator", _gen_splits, None),
+    ("empty", lambda: [], VE),
+    ("int", lambda: 6, TE),
+    ("str", lambda: "26", TE),
+    ("bytes", lambda: b"\x02\x06", TE),
+]
+
+
+def _replay_outcome(rs: Any, splits: Any) -> tuple[str, Any]:
+    try:
+        return "ok", rs.replay("abcabc", splits)
+    except Exception as exc:  # noqa: BLE001 - the outcome is compared, whatever it is
+        return type(exc).__name__, str(exc)
+
+
+@pytest.mark.parametrize(("make", "exc"), [r[1:] for r in SPLIT_ROWS],
+                         ids=[r[0] for r in SPLIT_ROWS])
+def test_split_arrays_same_on_both_engines(make: Callable[[], Any],
+                                           exc: type[Exception] | None) -> None:
+    rules = [Phrases("p", ["b"], once=False)]
+    got = {name: _replay_outcome(engine.Ruleset(rules), make())
+           for name, engine in (("native", native), ("reference", reference))}
+    assert got["native"] == got["reference"]
+    kind, value = got["native"]
+    if exc is None:
+        assert kind == "ok" and [d.offset for d in value] == [2, 5]
+    else:
+        assert kind == exc.__name__ and "splits" in value, value
+
+
+def test_uint64_splits_are_reported_as_given() -> None:
+    """The uint64 maximum used to be reported as ``splits[1] = -1``."""
+    for engine in (native, reference):
+        with pytest.raises(RuleValueError, match=r"splits\[1\] = 18446744073709551615 follows 2"):
+            engine.Ruleset([Marker("m", "b")]).replay(
+                "abcabc", np.array([2, 2**64 - 1], dtype=np.uint64))
+
+
+# ---------------------------------------------------------------------- hostile TOML rules files
+
+TomlRow = tuple[str, Callable[[], str], str]
+TOML_ROWS: list[TomlRow] = [
+    ("arrays-1000-deep", lambda: "x = " + "[" * 1000 + "]" * 1000, "nested"),
+    ("arrays-33-deep", lambda: "x = " + "[" * 33 + "]" * 33, "nested"),
+    ("inline-tables-1000-deep", lambda: "x = " + "{a = " * 1000 + "1" + "}" * 1000, "nested"),
+    ("arrays-in-rules-1000-deep", lambda: '[[rules]]\ntype = "Phrases"\nid = "p"\nphrases = '
+     + "[" * 1000 + '"x"' + "]" * 1000, "nested"),
+    ("dotted-key-10000", lambda: ".".join(["a"] * 10_000) + " = 1", "dotted key"),
+    ("dotted-header-10000", lambda: "[" + ".".join(["a"] * 10_000) + "]", "dotted key"),
+    ("dotted-key-in-inline-table", lambda: "x = {" + ".".join(["a"] * 100) + " = 1}",
+     "dotted key"),
+    ("header-brackets-40-deep", lambda: "[" * 40 + "a" + "]" * 40, "nested"),
+    ("over-4MiB", lambda: "# " + "x" * (4 << 20) + "\n", "4 MiB"),
+    ("over-4MiB-in-utf8", lambda: "# " + "é" * (2 << 20) + "\n", "4 MiB"),
+    ("unclosed-1000-deep", lambda: "x = " + "[" * 1000, "nested"),
+]
+
+
+@pytest.mark.parametrize(("make", "reason"), [r[1:] for r in TOML_ROWS],
+                         ids=[r[0] for r in TOML_ROWS])
+def test_hostile_toml_is_a_rules_file_error(make: Callable[[], str], reason: str,
+                                            tmp_path: Any) -> None:
+    """Nested 1 000 deep used to raise a bare RecursionError, a 10 000-part dotted key took 9 s:
+    the size and depth limits are checked before parsing."""
+    doc = make()
+    with pytest.raises(RulesFileError, match=reason) as info:
+        loads_rules(doc, source="hostile.toml")
+    assert str(info.value).startswith("hostile.toml: ")
+    path = tmp_path / "hostile.toml"
+    path.write_text(doc, encoding="utf-8")
+    with pytest.raises(RulesFileError, match=reason):
+        load_rules(path)
+
+
+def test_hostile_toml_at_the_cli_is_exit_2_and_one_line(tmp_path: Any,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from contextcare import cli
+
+    path = tmp_path / "deep.toml"
+    path.write_text("x = " + "[" * 1000 + "]" * 1000, encoding="utf-8")
+    assert cli.main(["rules", "--rules", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: line 1: more than {MAX_TOML_DEPTH}" in err and "Traceback" not in err
+
+
+def test_toml_limits_do_not_misjudge_strings_and_comments() -> None:
+    """Brackets and dots inside strings and comments are text, not structure; the limits
+    themselves are accepted."""
+    deep = "[" * 40 + "{" * 40 + ".".join(["a"] * 40)
+    phrases = [f'"{deep}"', f"'{deep}'", f'"""{deep}\n]]]"""""', f"'''{deep}'''",
+               f'"\\"{deep}"']
+    doc = (f"# {deep}\n[[rules]]  # {deep}\ntype = \"Phrases\"\nid = \"p\"\n"
+           f"phrases = [{', '.join(phrases)}]\n")
+    rules, _ = loads_rules(doc)
+    assert rules[0].phrases == (deep, deep, deep + '\n]]]""', deep, '"' + deep)  # type: ignore[attr-defined]
+    at_limit = "x = " + "[" * MAX_TOML_DEPTH + "]" * MAX_TOML_DEPTH + "\n"
+    with pytest.raises(RulesFileError, match="Phrases has no field 'x'"):
+        loads_rules(doc + at_limit)  # got past the shape check and the parser
+    keys = ".".join(["a"] * MAX_TOML_DEPTH)
+    with pytest.raises(RulesFileError, match="unknown top-level key 'a'"):
+        loads_rules(f"{keys} = 1\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=st.text(alphabet="[]{}.=,\"'#\n ab1", max_size=300), depth=st.integers(0, 600))
+def test_any_toml_text_is_rules_or_a_rules_file_error(doc: str, depth: int) -> None:
+    """The class guard: whatever the text (punctuation soup, after any nesting prefix),
+    ``loads_rules`` returns rules or raises RulesFileError - nothing else escapes."""
+    for text in (doc, "x = " + "[" * depth + doc, "[rules]\n" + "a." * depth + doc):
+        try:
+            loads_rules(text)
+        except RulesFileError:
+            pass
 
 
 # ---------------------------------------------------------------------- uninitialised objects

@@ -6,6 +6,7 @@ ValueError) and the name the message must contain, so a user can tell which fiel
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -80,6 +81,9 @@ RULE_ROWS: list[Row] = [
         ({"lang": ["zh", "de"]}, VE, "lang"),
         ({"lang": []}, VE, "lang"),
         ({"lang": 5}, TE, "lang"),
+        ({"lang": ["zh", 5]}, TE, "lang[1]"),  # was a ValueError (issue 17)
+        ({"lang": [["zh"]]}, TE, "lang[0]"),
+        ({"lang": b"zh"}, TE, "lang"),
         ({"extra": "abc"}, TE, "extra"),
         ({"extra": [""]}, VE, "extra[0]"),
         ({"extra": [3]}, TE, "extra[0]"),
@@ -310,3 +314,25 @@ def test_errors_are_builtin_subclasses() -> None:
         LineRepeat("r", min_ratio=0)
     with pytest.raises(TypeError):
         LineRepeat("r", min_lines="1")
+
+
+#: The fields each rule class needs to be built (everything else has a default).
+_REQUIRED: dict[type, dict[str, Any]] = {
+    Phrases: {"id": "p", "phrases": ["x"]}, Marker: {"id": "m", "token": "x"},
+    TimeAnxiety: {}, ContextAnxiety: {}, LineRepeat: {"id": "r"}, LineCycle: {"id": "c"},
+    FillerLines: {"id": "f"}, PrefixMonotony: {"id": "m"}, TailRepeat: {"id": "t"},
+}
+
+
+@pytest.mark.parametrize("cls", list(_REQUIRED), ids=lambda c: c.__name__)
+def test_a_wrong_type_is_a_type_error_in_every_field(cls: type) -> None:
+    """The class of the ``lang=['zh', 5]`` defect: in no field of any rule is a value of a type
+    the field never takes (an object, a list holding one, a list holding an int) reported as a
+    wrong *value*."""
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        for bad in (object(), [object()], ["zh", 5]):
+            with pytest.raises(RuleTypeError) as excinfo:
+                cls(**{**_REQUIRED[cls], field.name: bad})
+            assert field.name in str(excinfo.value), excinfo.value

@@ -9,7 +9,7 @@ on every ``feed`` (the code points of the str, read in place: no encoding, no co
 from array import array
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint32_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
@@ -213,22 +213,23 @@ cdef class Ruleset:
         _rules.check_text(text)
         cdef int ch = _feed_channel(channel)
         cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
+        is_unsigned = False
         if splits is None:
             ends = array("q", [length] if length else [])
         else:
-            ends = _as_int64(splits)
+            ends, is_unsigned = _as_int64(splits, length)
         cdef const int64_t[::1] sp = ends
         cdef size_t nsplits = sp.shape[0]
         cdef const int64_t *sptr = &sp[0] if nsplits else NULL
         cdef long long bad = cc_check_splits(sptr, nsplits, <size_t>length)
         if bad >= 0:
             if <size_t>bad == nsplits:
-                last = sp[nsplits - 1] if nsplits else "no splits"
+                last = _split_value(sp[nsplits - 1], is_unsigned) if nsplits else "no splits"
                 raise RuleValueError(f"splits must end at len(text) = {length}, got {last}")
-            prev = sp[bad - 1] if bad > 0 else 0
+            prev = _split_value(sp[bad - 1], is_unsigned) if bad > 0 else 0
             raise RuleValueError(
                 f"splits must be non-decreasing offsets in [0, len(text) = {length}];"
-                f" splits[{bad}] = {sp[bad]} follows {prev}")
+                f" splits[{bad}] = {_split_value(sp[bad], is_unsigned)} follows {prev}")
         cdef cc_watcher *w = cc_watcher_new(self._rs)
         if w == NULL:
             raise MemoryError()
@@ -262,10 +263,15 @@ cdef class Ruleset:
         return f"Ruleset([{ids}], {self._options!r})"
 
 
-def _as_int64(splits):
-    # as the reference (rules.check_splits): text and bytes are never offsets
+def _as_int64(splits, Py_ssize_t length):
+    """``splits`` as contiguous int64 offsets for C, and whether they were read as uint64.
+
+    The engines accept and refuse the same ``splits`` with the same errors: a 1-d contiguous
+    buffer of native 8-byte integers and a list or tuple of ints take fast paths; everything
+    else (other integer buffers, big-endian, object or strided arrays, any iterable) and any
+    failure of a fast path go through the reference's own check, ``rules.check_splits``."""
     if isinstance(splits, (str, bytes)):
-        raise RuleTypeError(f"splits must be a sequence of int offsets, got {type(splits).__name__}")
+        return array("q", _rules.check_splits(splits, length)), False  # raises RuleTypeError
     try:
         mv = memoryview(splits)
     except TypeError:
@@ -273,19 +279,21 @@ def _as_int64(splits):
     if mv is not None:
         if mv.ndim == 1 and mv.format in ("q", "l", "Q", "L") and mv.itemsize == 8 \
                 and mv.c_contiguous:
-            return mv.cast("B").cast("q") if mv.format != "q" else mv
-        if mv.ndim != 1 or mv.format not in ("b", "B", "h", "H", "i", "I", "l", "L", "q", "Q"):
-            raise RuleTypeError(
-                f"splits must be a sequence of int offsets or a 1-d integer buffer,"
-                f" got a buffer of format {mv.format!r} and {mv.ndim} dimensions")
-        return array("q", mv.tolist())
-    try:
-        return array("q", splits)
-    except TypeError:
-        raise RuleTypeError(
-            f"splits must be a sequence of int offsets, got {type(splits).__name__}") from None
-    except OverflowError:
-        raise RuleValueError("splits must be offsets in [0, len(text)]") from None
+            if mv.format in ("q", "l"):
+                return (mv if mv.format == "q" else mv.cast("B").cast("q")), False
+            return mv.cast("B").cast("q"), True  # values >= 2**63 read as negative: refused
+        mv.release()
+    elif isinstance(splits, (list, tuple)):
+        try:
+            return array("q", splits), False
+        except (TypeError, OverflowError):
+            pass  # the reference's check names the bad item
+    return array("q", _rules.check_splits(splits, length)), False
+
+
+cdef object _split_value(int64_t v, bint is_unsigned):
+    """A split as the caller gave it (uint64 values past 2**63 were read as negative)."""
+    return <uint64_t>v if is_unsigned else v
 
 
 cdef object _detection(Ruleset rs, const cc_hit *h):

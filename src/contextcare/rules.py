@@ -232,12 +232,14 @@ class Marker(Rule):
 def _langs(rule: object, value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         value = (value,)
-    if not isinstance(value, Iterable):
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Iterable):
         raise _type_error(rule, "lang", "a str or a sequence of str", value)
     langs = tuple(value)
     if not langs:
         raise RuleValueError(f"{_who(rule)}: lang must name at least one of 'zh', 'en'")
-    for lang in langs:
+    for i, lang in enumerate(langs):
+        if not isinstance(lang, str):  # a wrong type is a TypeError, not a wrong value
+            raise _type_error(rule, f"lang[{i}]", "'zh' or 'en'", lang)
         if lang not in ("zh", "en"):
             raise RuleValueError(f"{_who(rule)}: lang must be 'zh' or 'en', got {lang!r}")
     return tuple(dict.fromkeys(langs))

@@ -25,14 +25,22 @@ class's fields::
 With ``defaults = true`` a rule whose id is the id of a default rule replaces that rule where it
 stands; any other rule is appended. Every error is a :class:`RulesFileError` naming the file, the
 rule (its position and id) and the field.
+
+Rules files may come from users, so their size and shape are bounded *before* the TOML parser
+sees them: at most :data:`MAX_RULES_FILE_BYTES` (4 MiB, four times what the phrases of one
+ruleset may hold) and nothing nested deeper than :data:`MAX_TOML_DEPTH` (32) — neither arrays and
+inline tables inside each other nor parts of one dotted key (``a.b.c``). Python's TOML parser
+recurses per level (a few hundred levels raise ``RecursionError``) and takes time quadratic in
+the parts of a dotted key; a real rules file is three levels deep.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import ContextCareError
 from .presets import DEFAULT_OPTIONS, default_rules
@@ -56,7 +64,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["RulesFileError", "RULE_TYPES", "load_rules", "loads_rules"]
+__all__ = ["MAX_RULES_FILE_BYTES", "MAX_TOML_DEPTH", "RULE_TYPES", "RulesFileError", "load_rules",
+           "loads_rules"]
+
+#: The largest rules document accepted, in UTF-8 bytes.
+MAX_RULES_FILE_BYTES = 4 << 20
+#: How deep arrays and inline tables may nest, and how many parts a dotted key may have.
+MAX_TOML_DEPTH = 32
 
 #: The rule classes a rules file may name in ``type``.
 RULE_TYPES: dict[str, type[Rule]] = {
@@ -71,6 +85,67 @@ _OPTION_FIELDS = ("line_window", "min_line_chars", "evidence_chars", "mask_code_
 
 class RulesFileError(ContextCareError, ValueError):
     """A rules file that cannot be used. The message starts with the file name."""
+
+
+# One TOML token for the shape check: strings (multi-line, basic, literal) and comments whole, so
+# the brackets, dots and '=' inside them do not count; then the punctuation that makes nesting.
+# Single-character alternatives only, so a failing match never backtracks more than linearly.
+_TOKEN = re.compile(r"""
+    \"{3}(?:[^"\\]|\\.|"{1,2}(?!"))*"{3,5}
+  | '{3}(?:[^']|'{1,2}(?!'))*'{3,5}
+  | "(?:[^"\\\n]|\\.)*"
+  | '[^'\n]*'
+  | \#[^\n]*
+  | [][{}.=,\n]
+  | [^][{}.=,\n"'\#]+
+  | .
+""", re.VERBOSE | re.DOTALL)
+
+
+def _check_shape(source: str, text: str) -> None:
+    """Refuse, before parsing, a document too large or nested too deep (see the module doc)."""
+    # (a str of n code points holds at most 4n UTF-8 bytes: encode only when that could matter)
+    if len(text) > MAX_RULES_FILE_BYTES or (
+            len(text) > MAX_RULES_FILE_BYTES // 4
+            and len(text.encode("utf-8", "surrogatepass")) > MAX_RULES_FILE_BYTES):
+        raise RulesFileError(f"{source}: larger than {MAX_RULES_FILE_BYTES} bytes"
+                             f" ({MAX_RULES_FILE_BYTES >> 20} MiB), the limit of a rules file")
+    stack: list[str] = []
+    in_key, parts = True, 1  # at a key (before '='), and how many dotted parts it has so far
+    for m in _TOKEN.finditer(text):
+        t = m.group()
+        if t == "\n":
+            if not stack or stack[-1] == "h":
+                stack.clear()
+                in_key, parts = True, 1
+        elif t in "[{" and len(t) == 1:
+            # a '[' where a key may start, outside any array, opens a table header
+            stack.append("h" if t == "[" and in_key and (not stack or stack[-1] == "h") else t)
+            if t == "{":
+                in_key, parts = True, 1
+            elif stack[-1] != "h":
+                in_key = False
+            if len(stack) > MAX_TOML_DEPTH:
+                _too_deep(source, text, m.start(), "arrays and tables nested")
+        elif t in "]}" and len(t) == 1:
+            if stack:
+                stack.pop()
+            in_key = False
+        elif t == ".":
+            if in_key:
+                parts += 1
+                if parts > MAX_TOML_DEPTH:
+                    _too_deep(source, text, m.start(), "dotted key parts")
+        elif t == "=":
+            in_key = False
+        elif t == "," and stack and stack[-1] == "{":
+            in_key, parts = True, 1
+
+
+def _too_deep(source: str, text: str, at: int, what: str) -> NoReturn:
+    line = text.count("\n", 0, at) + 1
+    raise RulesFileError(f"{source}: line {line}: more than {MAX_TOML_DEPTH} {what}"
+                         f" (the limit of a rules file)")
 
 
 def _fields(cls: type[Rule]) -> dict[str, dataclasses.Field[Any]]:
@@ -132,10 +207,16 @@ def loads_rules(text: str, *, source: str = "<string>") -> tuple[list[Rule], dic
 
     ``source`` names the document in error messages.
     """
+    if not isinstance(text, str):
+        raise RulesFileError(f"{source}: a rules document must be a str, got"
+                             f" {type(text).__name__}")
+    _check_shape(source, text)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RulesFileError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:  # a shape the check above misjudged: still a file error
+        raise RulesFileError(f"{source}: nested too deeply for the TOML parser") from None
     unknown = [k for k in doc if k not in _TOP_KEYS]
     if unknown:
         raise RulesFileError(f"{source}: unknown top-level key {unknown[0]!r}; expected"
@@ -171,9 +252,12 @@ def load_rules(path: str | os.PathLike[str]) -> tuple[list[Rule], dict[str, Any]
     name = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_RULES_FILE_BYTES + 1)  # never more than the limit into memory
     except OSError as exc:
         raise RulesFileError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_RULES_FILE_BYTES:
+        raise RulesFileError(f"{name}: larger than {MAX_RULES_FILE_BYTES} bytes"
+                             f" ({MAX_RULES_FILE_BYTES >> 20} MiB), the limit of a rules file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
