@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import io
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from contextcare.errors import (
     RuleValueError,
     UninitialisedError,
 )
+from contextcare.guard import Guard
 from contextcare.rules import (
     MAX_PHRASE_BYTES,
     MAX_PHRASE_CHARS,
@@ -46,6 +48,7 @@ from contextcare.rules import (
     TailRepeat,
     TimeAnxiety,
 )
+from contextcare.streams import openai_parts, watch_openai
 from contextcare.tomlrules import (
     MAX_TOML_DEPTH,
     RulesFileError,
@@ -491,6 +494,113 @@ def test_any_toml_text_is_rules_or_a_rules_file_error(doc: str, depth: int) -> N
             loads_rules(text)
         except RulesFileError:
             pass
+
+
+# ---------------------------------------------------------------------- hostile OpenAI chunks
+
+def _chunk(content: str = "ok", **choice: Any) -> dict[str, Any]:
+    return {"id": "c1", "choices": [{"index": 0, "delta": {"content": content}, **choice}]}
+
+
+#: A malformed chunk, the error class and the field the message must name. Each row is read by
+#: the stream filter (after a good chunk: ``chunk 1 (id 'c1')``), by ``openai_parts`` and, as a
+#: JSON line, by the trace reader (a TraceFormatError at its line). ``choices=5`` and ``index=[1]``
+#: used to raise bare TypeErrors from inside the filter (issue 17).
+ChunkRow = tuple[str, Any, type[Exception], str]
+CHUNK_ROWS: list[ChunkRow] = [
+    ("choices-int", {"id": "c1", "choices": 5}, TE, "'choices'"),
+    ("choices-str", {"id": "c1", "choices": "abc"}, TE, "'choices'"),
+    ("choices-dict", {"id": "c1", "choices": {"0": {}}}, TE, "'choices'"),
+    ("choice-int", {"id": "c1", "choices": [5]}, TE, "choices[0]"),
+    ("choice-None", {"id": "c1", "choices": [_chunk()["choices"][0], None]}, TE, "choices[1]"),
+    ("choice-list", {"id": "c1", "choices": [[]]}, TE, "choices[0]"),
+    ("index-list", _chunk(index=[1]), TE, "'index'"),
+    ("index-str", _chunk(index="1"), TE, "'index'"),
+    ("index-float", _chunk(index=1.0), TE, "'index'"),
+    ("index-bool", _chunk(index=True), TE, "'index'"),
+    ("index-negative", _chunk(index=-1), VE, "'index'"),
+    ("delta-int", _chunk(delta=5), TE, "'delta'"),
+    ("delta-str", _chunk(delta="text"), TE, "'delta'"),
+    ("delta-list", _chunk(delta=[{"content": "x"}]), TE, "'delta'"),
+    ("content-list", _chunk(delta={"content": ["x"]}), TE, "'delta.content'"),
+    ("content-int", _chunk(delta={"content": 5}), TE, "'delta.content'"),
+]
+
+
+@pytest.mark.parametrize(("bad", "exc", "field"), [r[1:] for r in CHUNK_ROWS],
+                         ids=[r[0] for r in CHUNK_ROWS])
+def test_hostile_chunks_name_the_chunk_and_field(bad: Any, exc: type[Exception],
+                                                 field: str) -> None:
+    guard = Guard(canary_rules(native))
+    good, after = _chunk("we hurry"), _chunk(" up\n")
+    w = watch_openai([good, bad, after], guard)
+    assert next(w) is good
+    with pytest.raises(exc) as info:
+        next(w)
+    assert isinstance(info.value, ContextCareError)
+    assert "chunk 1 (id 'c1')" in str(info.value) and field in str(info.value), info.value
+    # nothing of the bad chunk was fed; the filter goes on with the next chunk
+    assert next(w) is after
+    assert w.partial.text == "we hurry up\n"
+    with pytest.raises(exc, match=re.escape(field)):
+        openai_parts(bad)
+    lines = [json.dumps(good), json.dumps(bad), json.dumps(after)]
+    errors: list[TraceFormatError] = []
+    events = list(iter_events(io.StringIO("\n".join(lines)), on_error=errors.append))
+    assert [e.line for e in errors] == [2] and field in str(errors[0]), errors
+    assert "".join(e.text for e in events) == "we hurry up\n"
+
+
+def test_chunks_that_are_not_objects() -> None:
+    w = watch_openai(["data: {}"], Guard(canary_rules(native)))
+    with pytest.raises(RuleTypeError, match=r"chunk 0: must be a chat.completion.chunk .* got str"):
+        next(w)
+
+
+def test_lenient_chunk_fields_stay_accepted() -> None:
+    """What real servers send and must not be refused: no or null choices, null index and
+    delta, structured reasoning details, an empty reasoning_content beside reasoning, any
+    finish_reason."""
+    chunks = [{"id": "c1", "choices": None}, {"id": "c1"},
+              {"id": "c1", "choices": [{"index": None, "delta": None}]},
+              {"id": "c1", "choices": [{"delta": {"reasoning": [{"type": "summary"}],
+                                                  "content": None}}]},
+              {"id": "c1", "choices": [{"delta": {"reasoning_content": "", "reasoning": "r"}}]},
+              {"id": "c1", "choices": [{"index": 0, "delta": {"content": "t"},
+                                        "finish_reason": "stop"}]}]
+    assert [p for c in chunks for p in openai_parts(c)] == [(0, "reasoning", "r"),
+                                                            (0, "text", "t")]
+    events = list(iter_events(io.StringIO("\n".join(json.dumps(c) for c in chunks if "choices"
+                                                    in c))))
+    assert [(e.type, e.text) for e in events] == [
+        ("start", ""), ("reasoning-delta", "r"), ("text-delta", "t"), ("end", "")]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False)
+                     | st.text(max_size=3),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
+_FIELDS = st.sampled_from(["index", "delta", "finish_reason", "content", "reasoning",
+                           "reasoning_content", "choices"])
+_CHUNKISH = st.recursive(
+    _JSON, lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(_FIELDS, inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(choices=_CHUNKISH)
+def test_any_chunk_is_read_or_refused_with_a_named_error(choices: Any) -> None:
+    """The class guard: any JSON in any chunk field gives text or an error of ours naming the
+    field - in the stream filter and in the trace reader - never a bare TypeError."""
+    chunk = {"id": "c1", "choices": choices}
+    try:
+        list(watch_openai([chunk], Guard(canary_rules(native))))
+    except (RuleTypeError, RuleValueError) as exc:
+        assert str(exc).startswith("chunk 0 (id 'c1'): ")
+    try:
+        list(iter_events(io.StringIO(json.dumps(chunk))))
+    except TraceFormatError as exc:
+        assert exc.line == 1
 
 
 # ---------------------------------------------------------------------- uninitialised objects

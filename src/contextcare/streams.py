@@ -19,7 +19,10 @@ OpenAI chunks: ``choices[i].delta.content`` is answer text; ``delta.reasoning_co
 vLLM) or ``delta.reasoning`` (OpenRouter, some gateways) is reasoning; tool-call deltas and other
 fields are not text and are ignored. Each ``choices[i].index`` gets its own reply (``n > 1``); a
 choice's reply finishes at its ``finish_reason``; an abort in any choice stops the whole stream
-(it is one HTTP response).
+(it is one HTTP response). A malformed chunk (``choices=5``, ``index=[1]``, ...) raises
+``RuleTypeError``/``RuleValueError`` from the filter naming the chunk's position, its id and the
+field (:mod:`contextcare.chunks`) before any of the chunk is fed: iterate on to skip it, or
+``close()`` the filter (which closes the source).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+from .chunks import chunk_parts, read_chunk
 from .errors import RuleTypeError
 from .guard import Abort, Guard, Partial, Reply, Verdict
 
@@ -116,40 +120,16 @@ class _Deltas:
         return self.reply.partial
 
 
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _delta_parts(delta: Any) -> list[tuple[str, str]]:
-    """``(channel, text)`` of one choice delta: reasoning first, then content."""
-    out: list[tuple[str, str]] = []
-    reasoning = _field(delta, "reasoning_content")
-    if not isinstance(reasoning, str) or not reasoning:
-        reasoning = _field(delta, "reasoning")
-    if isinstance(reasoning, str) and reasoning:
-        out.append(("reasoning", reasoning))
-    content = _field(delta, "content")
-    if isinstance(content, str) and content:
-        out.append(("text", content))
-    return out
-
-
 def openai_parts(chunk: Any) -> list[tuple[int, str, str]]:
     """The text parts of one chat-completion chunk: ``(choice index, channel, text)``.
 
     Reasoning (``delta.reasoning_content``, else ``delta.reasoning``) comes before content, the
     order in which streaming servers send them. Non-text fields (tool calls, roles, logprobs) and
-    empty strings give nothing. Works on ``ChatCompletionChunk`` objects and on plain dicts.
+    empty strings give nothing. Works on ``ChatCompletionChunk`` objects and on plain dicts; a
+    malformed chunk raises ``RuleTypeError``/``RuleValueError`` naming the field
+    (:func:`contextcare.chunks.read_chunk`).
     """
-    out: list[tuple[int, str, str]] = []
-    for choice in _field(chunk, "choices") or ():
-        delta = _field(choice, "delta")
-        if delta is not None:
-            index = _field(choice, "index") or 0
-            out.extend((index, channel, text) for channel, text in _delta_parts(delta))
-    return out
+    return chunk_parts(read_chunk(chunk))
 
 
 class _Chunks:
@@ -159,6 +139,7 @@ class _Chunks:
         self._guard = guard
         self.replies: dict[int, Reply] = {}
         self.verdicts: list[Verdict] = []
+        self._seen = 0  # chunks read, for error messages
 
     def _reply(self, index: int) -> Reply:
         reply = self.replies.get(index)
@@ -173,25 +154,29 @@ class _Chunks:
         return verdict if isinstance(verdict, Abort) else None
 
     def item(self, chunk: Any) -> Abort | None:
-        choices = _field(chunk, "choices")
-        if not choices:
-            return None
+        self._seen += 1
+        # checked whole before any of it is fed: a malformed chunk changes no reply
+        choices = read_chunk(chunk, self._where(chunk))
         for choice in choices:
-            index = _field(choice, "index") or 0
-            reply = self._reply(index)
+            reply = self._reply(choice.index)
             if reply.done:  # text after this choice's finish_reason: passed on, not watched
                 continue
-            delta = _field(choice, "delta")
-            if delta is not None:
-                for channel, text in _delta_parts(delta):
-                    abort = self._record(reply.feed(text, channel))
-                    if abort is not None:
-                        return abort
-            if _field(choice, "finish_reason") is not None:
+            for channel, text in choice.parts:
+                abort = self._record(reply.feed(text, channel))
+                if abort is not None:
+                    return abort
+            if choice.finished:
                 abort = self._record(reply.finish())
                 if abort is not None:
                     return abort
         return None
+
+    def _where(self, chunk: Any) -> str:
+        """How errors name the chunk: its position in the stream (0-based), and its id."""
+        chunk_id = chunk.get("id") if isinstance(chunk, dict) else getattr(chunk, "id", None)
+        if isinstance(chunk_id, str) and chunk_id:
+            return f"chunk {self._seen - 1} (id {chunk_id[:60]!r})"
+        return f"chunk {self._seen - 1}"
 
     def end(self) -> Abort | None:
         first: Abort | None = None

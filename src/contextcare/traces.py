@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Union, cast
 
+from .chunks import read_chunk
 from .detection import Detection
 from .errors import ContextCareError
 
@@ -197,39 +198,25 @@ class _Parser:
         return Event(stream, kind, text, self.source, n)
 
     def chunk(self, obj: dict[str, Any], n: int) -> list[Event]:
-        choices = obj["choices"]
-        if not isinstance(choices, list):
-            raise self.fail(n, f"'choices' must be a list, got {type(choices).__name__}")
+        try:  # the one reader of chunk fields, shared with the stream filters
+            choices = read_chunk(obj, "")
+        except ContextCareError as exc:
+            raise self.fail(n, str(exc)) from None
         base = obj.get("id")
         base = base if isinstance(base, str) and base else "chunk"
         out: list[Event] = []
         for choice in choices:
-            if not isinstance(choice, dict):
-                raise self.fail(n, "each of 'choices' must be an object")
-            index = choice.get("index", 0)
-            stream = base if index in (0, None) else f"{base}#{index}"
-            delta = choice.get("delta") or {}
-            if not isinstance(delta, dict):
-                raise self.fail(n, f"'delta' must be an object, got {type(delta).__name__}")
+            stream = base if choice.index == 0 else f"{base}#{choice.index}"
             if stream not in self.open_chunk_streams:
                 self.open_chunk_streams[stream] = None
                 out.append(Event(stream, "start", "", self.source, n))
             else:  # keep the most recently active stream last, for [DONE]
                 self.open_chunk_streams.pop(stream)
                 self.open_chunk_streams[stream] = None
-            reasoning = delta.get("reasoning_content")
-            if reasoning is None:
-                reasoning = delta.get("reasoning")
-            for kind, value in (("reasoning-delta", reasoning),
-                                ("text-delta", delta.get("content"))):
-                if value is None or (kind == "reasoning-delta" and not isinstance(value, str)):
-                    continue  # structured reasoning details carry no text to watch
-                if not isinstance(value, str):
-                    raise self.fail(n, f"'delta.content' must be a string or null, got"
-                                       f" {type(value).__name__}")
-                if value:
-                    out.append(Event(stream, kind, value, self.source, n))
-            if choice.get("finish_reason") is not None:
+            for channel, text in choice.parts:
+                kind = "reasoning-delta" if channel == "reasoning" else "text-delta"
+                out.append(Event(stream, kind, text, self.source, n))
+            if choice.finished:
                 self.open_chunk_streams.pop(stream, None)
                 out.append(Event(stream, "end", "", self.source, n))
         return out
