@@ -8,6 +8,7 @@ on every ``feed`` (the code points of the str, read in place: no encoding, no co
 
 from array import array
 
+from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -296,32 +297,147 @@ cdef object _split_value(int64_t v, bint is_unsigned):
     return <uint64_t>v if is_unsigned else v
 
 
+# ---- building Detection objects fast -------------------------------------------------------
+#
+# Detection is a frozen dataclass with slots: its generated __init__ stores each of its 16 fields
+# through object.__setattr__, ~2.5 us per detection, which dominated hit-dense streams with
+# once=False rules (issue 17). The engine builds them instead the way the interpreter itself
+# fills slots: allocate the object, store each field at its slot's offset (read once from the
+# class's member descriptors). The result is an ordinary Detection (same class, same slots, same
+# eq/hash/repr/pickle); the dataclass constructor is used whenever the class does not have the
+# exact shape checked at import (then nothing is faster, but nothing is wrong).
+
+cdef extern from *:
+    """
+    #include <structmember.h>
+    #ifndef Py_T_OBJECT_EX
+    #define Py_T_OBJECT_EX T_OBJECT_EX
+    #endif
+    #ifndef Py_READONLY
+    #define Py_READONLY READONLY
+    #endif
+    /* The offset of a __slots__ member descriptor of `tp` (an object slot, writable), or -1. */
+    static Py_ssize_t cc_slot_offset(PyObject *descr, PyObject *type) {
+        PyTypeObject *tp = (PyTypeObject *)type;
+        PyMemberDef *m;
+        if (!PyObject_TypeCheck(descr, &PyMemberDescr_Type)) return -1;
+        if (PyDescr_TYPE(descr) != tp) return -1;
+        m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != Py_T_OBJECT_EX || (m->flags & Py_READONLY)) return -1;
+        if (m->offset < (Py_ssize_t)sizeof(PyObject) || m->offset + (Py_ssize_t)sizeof(PyObject *)
+                > tp->tp_basicsize)
+            return -1;
+        return m->offset;
+    }
+    /* A new instance of `tp` whose n slots at offsets[i] hold values[i] (new references). */
+    static PyObject *cc_new_slotted(PyObject *type, const Py_ssize_t *offsets,
+                                    PyObject *const *values, Py_ssize_t n) {
+        Py_ssize_t i;
+        PyTypeObject *tp = (PyTypeObject *)type;
+        PyObject *o = tp->tp_alloc(tp, 0);
+        if (!o) return NULL;
+        for (i = 0; i < n; i++) {
+            Py_INCREF(values[i]);
+            *(PyObject **)((char *)o + offsets[i]) = values[i];
+        }
+        return o;
+    }
+    """
+    Py_ssize_t cc_slot_offset(object descr, object tp)
+    object cc_new_slotted(object tp, const Py_ssize_t *offsets, PyObject *const *values,
+                          Py_ssize_t n)
+
+cdef enum:
+    DET_FIELDS = 16
+cdef Py_ssize_t _det_offsets[DET_FIELDS]
+cdef bint _det_fast = False
+#: Detection's fields in the order the engine fills them (checked against the class).
+_DET_ORDER = ("rule", "kind", "action", "channel", "offset", "phrase", "line", "cycle", "prefix",
+              "unit", "count", "total", "ratio", "run", "period", "repeats")
+
+
+def _setup_fast_detection():
+    """Read Detection's slot offsets; leave the fast path off unless its shape is exactly the
+    one the engine fills (a plain slotted dataclass, these fields, no __post_init__)."""
+    global _det_fast
+    import dataclasses
+    _det_fast = False
+    if (not dataclasses.is_dataclass(Detection) or hasattr(Detection, "__post_init__")
+            or tuple(f.name for f in dataclasses.fields(Detection)) != _DET_ORDER
+            or type(Detection) is not type or Detection.__new__ is not object.__new__):
+        return False
+    for i, name in enumerate(_DET_ORDER):
+        off = cc_slot_offset(Detection.__dict__.get(name), Detection)
+        if off < 0:
+            return False
+        _det_offsets[i] = off
+    _det_fast = True
+    return True
+
+
+_setup_fast_detection()
+
+
+cdef object _make_detection(object rule_id, object kind, object action, object channel,
+                            object offset, object phrase, object line, object cycle,
+                            object prefix, object unit, object count, object total, object ratio,
+                            object run, object period, object repeats):
+    cdef PyObject *values[DET_FIELDS]
+    if not _det_fast:
+        return Detection(rule_id, kind, action, channel, offset, phrase, line, cycle, prefix,
+                         unit, count, total, ratio, run, period, repeats)
+    values[0] = <PyObject *>rule_id
+    values[1] = <PyObject *>kind
+    values[2] = <PyObject *>action
+    values[3] = <PyObject *>channel
+    values[4] = <PyObject *>offset
+    values[5] = <PyObject *>phrase
+    values[6] = <PyObject *>line
+    values[7] = <PyObject *>cycle
+    values[8] = <PyObject *>prefix
+    values[9] = <PyObject *>unit
+    values[10] = <PyObject *>count
+    values[11] = <PyObject *>total
+    values[12] = <PyObject *>ratio
+    values[13] = <PyObject *>run
+    values[14] = <PyObject *>period
+    values[15] = <PyObject *>repeats
+    return cc_new_slotted(Detection, _det_offsets, values, DET_FIELDS)
+
+
 cdef object _detection(Ruleset rs, const cc_hit *h):
     rule_id, kind, action, channel, phrase_list = rs._meta[h.rule]
     cdef uint32_t i, at
+    # fields: rule kind action channel offset | phrase line cycle prefix unit | count total ratio
+    # run period repeats
+    if phrase_list:
+        return _make_detection(rule_id, kind, action, channel, h.offset,
+                               phrase_list[h.phrase], None, None, None, None,
+                               None, None, None, None, None, None)
     if h.nparts:
         parts = []
         at = 0
         for i in range(h.nparts):
             parts.append(_decode(h.text + at, h.part_len[i]))
             at += h.part_len[i]
-        return Detection(rule_id, kind, action, channel, h.offset, cycle=tuple(parts),
-                         count=h.count, total=h.total, ratio=h.ratio)
+        return _make_detection(rule_id, kind, action, channel, h.offset,
+                               None, None, tuple(parts), None, None,
+                               h.count, h.total, h.ratio, None, None, None)
     if kind == "line-repeat":
-        return Detection(rule_id, kind, action, channel, h.offset,
-                         line=_decode(h.text, h.text_len), count=h.count, total=h.total,
-                         ratio=h.ratio, run=h.run)
+        return _make_detection(rule_id, kind, action, channel, h.offset,
+                               None, _decode(h.text, h.text_len), None, None, None,
+                               h.count, h.total, h.ratio, h.run, None, None)
     if kind == "filler-lines":
-        return Detection(rule_id, kind, action, channel, h.offset, count=h.count, total=h.total,
-                         ratio=h.ratio)
+        return _make_detection(rule_id, kind, action, channel, h.offset,
+                               None, None, None, None, None,
+                               h.count, h.total, h.ratio, None, None, None)
     if kind == "prefix-monotony":
-        return Detection(rule_id, kind, action, channel, h.offset,
-                         prefix=_decode(h.text, h.text_len), count=h.count, total=h.total,
-                         ratio=h.ratio)
-    if kind == "tail-repeat":
-        return Detection(rule_id, kind, action, channel, h.offset,
-                         unit=_decode(h.text, h.text_len), period=h.period, repeats=h.repeats)
-    return Detection(rule_id, kind, action, channel, h.offset, phrase=phrase_list[h.phrase])
+        return _make_detection(rule_id, kind, action, channel, h.offset,
+                               None, None, None, _decode(h.text, h.text_len), None,
+                               h.count, h.total, h.ratio, None, None, None)
+    return _make_detection(rule_id, kind, action, channel, h.offset,
+                           None, None, None, None, _decode(h.text, h.text_len),
+                           None, None, None, None, h.period, h.repeats)
 
 
 cdef tuple _detections(Ruleset rs, cc_watcher *w):
