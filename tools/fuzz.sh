@@ -4,7 +4,10 @@
 #   tools/fuzz.sh               # short run for CI: 40 s of fuzzing (about 50 s in all)
 #   tools/fuzz.sh long [SECS]   # long run (default 3600 s), two workers, then the grown corpus is
 #                               # re-run on the ASan+UBSan build when tools/sanitize.sh made one
-#   tools/fuzz.sh replay        # re-run the corpus once (no fuzzing)
+#   tools/fuzz.sh replay        # re-run the corpus and the seeds once (no fuzzing)
+#
+# tools/fuzz-seeds/ (committed) holds the inputs that found defects (issue 17): every run starts
+# from them besides the grown corpus, and `replay` re-runs them. New inputs go to the corpus only.
 #
 # Environment: PYTHON (default: python, the active venv's, with contextcare installed),
 # FUZZ_JOBS (worker processes of the long run; default 2),
@@ -22,6 +25,7 @@ work=${FUZZ_WORK:-$root/build/fuzz}
 sanitize_work=${SANITIZE_WORK:-${TMPDIR:-/tmp}/contextcare-sanitize}
 mode=${1:-short}
 corpus=$work/corpus
+seeds=$root/tools/fuzz-seeds
 artifacts=$work/artifacts
 mkdir -p "$corpus" "$artifacts"
 
@@ -34,7 +38,7 @@ fuzz() {  # fuzz SECONDS [extra libFuzzer flags]
   shift
   echo "+ fuzzing for ${seconds}s (corpus $corpus)"
   "$python" "$root/tools/fuzz_engine.py" -max_total_time="$seconds" -rss_limit_mb=4096 \
-    -timeout=30 -print_final_stats=1 -artifact_prefix="$artifacts/" "$@" "$corpus"
+    -timeout=30 -print_final_stats=1 -artifact_prefix="$artifacts/" "$@" "$corpus" "$seeds"
 }
 
 case $mode in
@@ -62,7 +66,7 @@ case $mode in
         LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIONS="halt_on_error=1" \
         PYTHONMALLOC=malloc \
-        "$sanitize_work/venv/bin/python" "$root/tools/fuzz_engine.py" --replay "$corpus")
+        "$sanitize_work/venv/bin/python" "$root/tools/fuzz_engine.py" --replay "$corpus" "$seeds")
     else
       echo "+ no sanitizer build in $sanitize_work (run tools/sanitize.sh first to re-run the corpus there)"
     fi
@@ -73,7 +77,7 @@ case $mode in
     fi
     ;;
   replay)
-    "$python" "$root/tools/fuzz_engine.py" --replay "$corpus"
+    "$python" "$root/tools/fuzz_engine.py" --replay "$corpus" "$seeds"
     ;;
   *)
     echo "usage: tools/fuzz.sh [short | long [SECONDS] | replay]" >&2
