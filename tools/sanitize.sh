@@ -146,4 +146,5 @@ fi
 echo "+ pytest under $sanitizers: $*"
 exec "$venv/bin/python" -m pytest -p no:cacheprovider -q \
   tests/test_differential.py tests/test_hardening.py tests/test_engine_semantics.py \
-  tests/test_engine_scenarios.py tests/test_bad_input.py tests/test_rule_errors.py "$@"
+  tests/test_engine_scenarios.py tests/test_bad_input.py tests/test_rule_errors.py \
+  tests/test_linear_work.py tests/test_detection_build.py "$@"
