@@ -667,7 +667,36 @@ def build_parser() -> argparse.ArgumentParser:
     m = msub.add_parser("init", help="create an empty anchor list and diary folder")
     m.add_argument("directory", metavar="DIR")
     p.set_defaults(func=cmd_memory)
+
+    p = sub.add_parser("serve", help="a guarding OpenAI-compatible gateway in front of a server",
+                       description="Relay an OpenAI-compatible server and guard every stream"
+                                   " (pip install 'contextcare[serve]'). Flags override the"
+                                   " [serve] table of --config; see the README's Serving section.")
+    p.add_argument("--upstream", metavar="URL", help="e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--config", metavar="FILE.toml", help="settings in a [serve] table")
+    p.add_argument("--host", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port (default 8765)")
+    p.add_argument("--rules", metavar="RULES.toml", help="a rules file (default: the defaults)")
+    p.add_argument("--lang", choices=("en", "zh"), help="language of the notices")
+    p.add_argument("--auto-continue", action=argparse.BooleanOptionalAction, default=None,
+                   help="after an abort, continue the reply in the same client stream")
+    p.add_argument("--max-consecutive-aborts", type=int, metavar="N")
+    p.add_argument("--abort-finish-reason", choices=("content_filter", "stop", "length"))
+    p.add_argument("--log-level", default="INFO",
+                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.set_defaults(func=cmd_serve)
     return parser
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the gateway (:mod:`contextcare.serve`) until interrupted."""
+    from . import serve
+
+    settings = {k: getattr(args, k) for k in (
+        "upstream", "host", "port", "rules", "lang", "auto_continue", "max_consecutive_aborts",
+        "abort_finish_reason")}
+    serve.run(serve.load_config(args.config, **settings), log_level=args.log_level)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,140 @@
+"""Server-sent events from an upstream's byte stream, kept byte for byte for forwarding.
+
+:class:`SSEDecoder` is fed the bytes as they arrive and returns the complete events. Each
+:class:`Event` keeps its exact bytes (``raw``, forwarded unchanged) and its JSON payload
+(``obj``), read once here. Lines end with ``\\n`` or ``\\r\\n`` (a lone ``\\r`` as line end,
+which the SSE spec also allows, is not used by any OpenAI-compatible server and is not
+supported); a blank line ends an event; several ``data:`` lines are joined with ``\\n``;
+comments (``:``) and other fields pass through in ``raw``. A line longer than ``max_line`` bytes
+raises :class:`SSELineTooLong`, so a broken upstream cannot make the gateway buffer without
+bound.
+
+An event's ``choices`` is what the stream reader of :mod:`contextcare.streams` reads: for chat
+chunks the payload's own ``choices``; for ``/v1/completions`` chunks (``choices[i].text``) a
+chat-shaped view (``delta.content``), so one reader serves both endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["Event", "SSEDecoder", "SSELineTooLong", "FLUSH"]
+
+
+class SSELineTooLong(ValueError):
+    """The upstream sent an SSE line longer than the configured limit."""
+
+
+class Event:
+    """One SSE event: its bytes, and its JSON payload when it has one.
+
+    ``obj`` is the decoded ``data`` (a dict) or ``None``; ``done`` marks ``data: [DONE]``;
+    ``malformed`` marks a ``data`` payload that is not a JSON object.
+    """
+
+    __slots__ = ("raw", "obj", "done", "malformed", "text_completion", "t", "_view")
+
+    def __init__(self, raw: bytes, obj: dict[str, Any] | None = None, done: bool = False,
+                 malformed: bool = False, text_completion: bool = False) -> None:
+        self.raw = raw
+        self.obj = obj
+        self.done = done
+        self.malformed = malformed
+        self.text_completion = text_completion
+        #: ``time.perf_counter()`` when the event was handed to the guard (guard-time metric).
+        self.t = 0.0
+        self._view: list[dict[str, Any]] | None = None
+
+    @property
+    def choices(self) -> list[Any] | None:
+        obj = self.obj
+        if obj is None:
+            return None
+        choices = obj.get("choices")
+        if not self.text_completion or not isinstance(choices, list):
+            return choices if isinstance(choices, list) else None
+        if self._view is None:
+            self._view = [
+                {"index": c.get("index"), "finish_reason": c.get("finish_reason"),
+                 "delta": {"content": c.get("text")}}
+                for c in choices if isinstance(c, dict)]
+        return self._view
+
+
+#: Yielded when the decoder has handed on every complete event of the bytes received so far:
+#: the moment to write what passed to the client. It carries no choices, so readers skip it.
+FLUSH = Event(b"")
+
+
+class SSEDecoder:
+    """Incremental SSE decoder (see the module docs)."""
+
+    def __init__(self, max_line: int, *, text_completion: bool = False) -> None:
+        self._max_line = max_line
+        self._text_completion = text_completion
+        self._rest = b""            # an incomplete line
+        self._raw: list[bytes] = []  # the lines of the event being read, with their line ends
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events completed by ``chunk``."""
+        buf = self._rest + chunk if self._rest else chunk
+        lines = buf.split(b"\n")
+        rest = lines.pop()
+        if len(rest) > self._max_line:
+            raise SSELineTooLong(f"the upstream sent an SSE line longer than"
+                                 f" {self._max_line} bytes (max_line_bytes)")
+        self._rest = rest
+        events: list[Event] = []
+        raw, data = self._raw, self._data
+        for line in lines:
+            if len(line) > self._max_line:
+                raise SSELineTooLong(f"the upstream sent an SSE line longer than"
+                                     f" {self._max_line} bytes (max_line_bytes)")
+            raw.append(line)
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if len(raw) > 1:
+                    events.append(self._event())
+                    raw, data = self._raw, self._data
+                else:
+                    raw.clear()  # a blank line with no event before it: nothing to pass on
+                continue
+            if line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+        return events
+
+    def end(self) -> list[Event]:
+        """The last event, when the stream ended without its blank line."""
+        if self._rest:
+            self._raw.append(self._rest)
+            line = self._rest.rstrip(b"\r")
+            if line.startswith(b"data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(b" ") else value)
+            self._rest = b""
+        if self._raw:
+            event = self._event(terminated=False)
+            return [event]
+        return []
+
+    def _event(self, terminated: bool = True) -> Event:
+        raw = b"\n".join(self._raw) + (b"\n" if terminated else b"\n\n")
+        data = self._data
+        self._raw = []
+        self._data = []
+        if not data:
+            return Event(raw)  # comments or fields without data: passed on as they are
+        payload = data[0] if len(data) == 1 else b"\n".join(data)
+        if payload == b"[DONE]":
+            return Event(raw, done=True)
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            return Event(raw, malformed=True)
+        if not isinstance(obj, dict):
+            return Event(raw, malformed=True)
+        return Event(raw, obj, text_completion=self._text_completion)
