@@ -16,8 +16,15 @@ from typing import Any
 from ..errors import ContextCareError
 from .config import FINISH_REASONS, ConfigError, GatewayConfig, load_config
 
-__all__ = ["Gateway", "GatewayConfig", "ConfigError", "FINISH_REASONS", "load_config", "run",
-           "MissingExtraError"]
+__all__ = [
+    "FINISH_REASONS",
+    "ConfigError",
+    "Gateway",
+    "GatewayConfig",
+    "MissingExtraError",
+    "load_config",
+    "run",
+]
 
 
 class MissingExtraError(ContextCareError, ImportError):

@@ -22,7 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["ConfigError", "GatewayConfig", "FINISH_REASONS", "load_config"]
+__all__ = ["FINISH_REASONS", "ConfigError", "GatewayConfig", "load_config"]
 
 #: ``finish_reason`` values the abort chunk may carry: standard values every OpenAI client
 #: accepts (a new value would break clients that parse it into an enum).

@@ -14,7 +14,9 @@ Per guarded request (``POST /v1/chat/completions`` and ``/v1/completions``):
   ``X-ContextCare`` header give the per-request options, pending notices of the conversation are
   appended to ``messages``, and the request goes upstream **always as a stream** (a non-streaming
   client's request too, so a loop stops early there as well).
-* The upstream's SSE bytes are cut into events (:mod:`.sse`); each event is read by
+* The upstream's SSE bytes are cut into events (:mod:`.sse`); a ``data`` line that is not a JSON
+  object is dropped, counted (``upstream_errors{kind="malformed"}``) and logged, since no client
+  can use it and the official one fails on it; every other event is read by
   :func:`contextcare.streams.awatch_openai` over a fresh :class:`~contextcare.guard.Guard` (the
   same reader and guard a Python caller uses), and forwarded byte for byte as soon as it passed.
 * On an abort the upstream response is closed (the engine sees its client go away and frees the
@@ -49,7 +51,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import prometheus_client as prom
-from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp import (
+    ClientError,
+    ClientResponse,
+    ClientSession,
+    ClientTimeout,
+    TCPConnector,
+    web,
+)
 from multidict import CIMultiDict
 
 from ..guard import Abort, Guard
@@ -59,7 +68,7 @@ from .config import GatewayConfig
 from .conversations import PendingNotices, history_key, reply_key
 from .sse import FLUSH, Event, SSEDecoder, SSELineTooLong
 
-__all__ = ["Gateway", "Metrics", "load_ruleset", "OPTIONS_HEADER"]
+__all__ = ["OPTIONS_HEADER", "Gateway", "Metrics", "load_ruleset"]
 
 log = logging.getLogger("contextcare.serve")
 
@@ -366,8 +375,7 @@ class _Exchange:
                     log.warning("%s", json.dumps({"event": "malformed_sse", "request": self.rid,
                                                   "line": event.raw[:200].decode("utf-8",
                                                                                  "replace")}))
-                    if stream:
-                        out.append(event.raw)
+                    # dropped: clients cannot use it (the official client fails on it)
                 elif stream:
                     out.append(event.raw)  # comments and other fields
         except SSELineTooLong as exc:
@@ -499,8 +507,7 @@ class Gateway:
                                shutdown_timeout=self.config.shutdown_timeout)
         await runner.setup()
         site = web.TCPSite(runner, host or self.config.host,
-                           self.config.port if port is None else port,
-                           shutdown_timeout=self.config.shutdown_timeout)
+                           self.config.port if port is None else port)
         await site.start()
         return runner
 

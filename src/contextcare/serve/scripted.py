@@ -141,9 +141,9 @@ class ScriptedUpstream:
         try:
             await resp.prepare(request)
             for i, chunk in enumerate(chunks):
-                if script.fault is not None and i == script.fault_at:
-                    if await self._fault(script, resp, request):
-                        return resp
+                if (script.fault is not None and i == script.fault_at
+                        and await self._fault(script, resp, request)):
+                    return resp
                 await resp.write(chunk)
                 entry.sent = i + 1
                 if script.delay:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["Event", "SSEDecoder", "SSELineTooLong", "FLUSH"]
+__all__ = ["FLUSH", "Event", "SSEDecoder", "SSELineTooLong"]
 
 
 class SSELineTooLong(ValueError):
@@ -33,7 +33,7 @@ class Event:
     ``malformed`` marks a ``data`` payload that is not a JSON object.
     """
 
-    __slots__ = ("raw", "obj", "done", "malformed", "text_completion", "t", "_view")
+    __slots__ = ("_view", "done", "malformed", "obj", "raw", "t", "text_completion")
 
     def __init__(self, raw: bytes, obj: dict[str, Any] | None = None, done: bool = False,
                  malformed: bool = False, text_completion: bool = False) -> None:
