@@ -611,6 +611,11 @@ def test_sse_decoder_any_split_gives_the_same_events() -> None:
         dec = SSEDecoder(1024)
         got = [e.raw for i in range(0, len(wire), size) for e in dec.feed(wire[i:i + size])]
         assert got == [e.raw for e in whole]
+    one = b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n'
+    fast = SSEDecoder(1024)
+    got = fast.feed(one) + fast.feed(one[:10]) + fast.feed(one[10:])
+    assert [e.raw for e in got] == [one, one]
+    assert got[0].obj == got[1].obj == json.loads(one[6:])
     tail = SSEDecoder(1024)
     assert tail.feed(b'data: {"x": 1}') == [] and tail.end()[0].obj == {"x": 1}
     with pytest.raises(SSELineTooLong, match="max_line_bytes"):

@@ -44,9 +44,10 @@ class Assembly:
             if not isinstance(c, dict):
                 continue
             i = c.get("index") or 0
-            if not isinstance(i, int):
-                continue
-            self.seen[i] = None
+            if i not in self.seen:
+                if not isinstance(i, int):
+                    continue
+                self.seen[i] = None
             reason = c.get("finish_reason")
             if reason is not None:
                 self.finished[i] = reason
@@ -57,21 +58,23 @@ class Assembly:
                         self.content.setdefault(i, []).append(text)
                 continue
             delta = c.get("delta")
-            if not isinstance(delta, dict):
+            if not delta or not isinstance(delta, dict):
                 continue
-            calls = delta.get("tool_calls")
-            if calls:
-                self._add_calls(i, calls)
+            if "tool_calls" in delta:
+                self._add_calls(i, delta["tool_calls"])
             if self.full:
-                text = delta.get("content")
-                if isinstance(text, str) and text:
-                    self.content.setdefault(i, []).append(text)
-                for name in ("reasoning_content", "reasoning"):
-                    text = delta.get(name)
-                    if isinstance(text, str) and text:
-                        self.reasoning_field = name
-                        self.reasoning.setdefault(i, []).append(text)
-                        break
+                self._add_text(i, delta)
+
+    def _add_text(self, i: int, delta: dict[str, Any]) -> None:
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            self.content.setdefault(i, []).append(text)
+        for name in ("reasoning_content", "reasoning"):
+            text = delta.get(name)
+            if isinstance(text, str) and text:
+                self.reasoning_field = name
+                self.reasoning.setdefault(i, []).append(text)
+                break
 
     def _add_calls(self, choice: int, calls: object) -> None:
         if not isinstance(calls, list):
