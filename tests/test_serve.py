@@ -653,6 +653,24 @@ def test_config_file_and_flags(tmp_path: Any) -> None:
                       upstream_api_key_env="CC_SURELY_UNSET_VAR").upstream_api_key()
 
 
+def test_example_config_loads() -> None:
+    from pathlib import Path
+
+    cfg = load_config(str(Path(__file__).parent.parent / "examples" / "serve.toml"))
+    assert cfg.upstream == "http://127.0.0.1:8000/v1" and cfg.port == 8765
+
+
+def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from contextcare import serve
+
+    monkeypatch.setitem(sys.modules, "aiohttp", None)
+    monkeypatch.delitem(sys.modules, "contextcare.serve.gateway")
+    with pytest.raises(serve.MissingExtraError, match=r"pip install 'contextcare\[serve\]'"):
+        serve.run(GatewayConfig(upstream="http://127.0.0.1:1/v1"))
+
+
 def test_cli_serve_reports_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
     from contextcare.cli import main
 

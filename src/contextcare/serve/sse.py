@@ -101,9 +101,7 @@ class SSEDecoder:
                 and b"\r" not in chunk and len(chunk) <= self._max_line):
             # the common case: one whole event of one data line, as OpenAI-compatible servers
             # write them (same result as the general path below)
-            self._raw = [chunk[:-2], b""]
-            self._data = [chunk[6:-2]]
-            return [self._event()]
+            return [self._payload(chunk, chunk[6:-2])]
         buf = self._rest + chunk if self._rest else chunk
         lines = buf.split(b"\n")
         rest = lines.pop()
@@ -153,7 +151,9 @@ class SSEDecoder:
         self._data = []
         if not data:
             return Event(raw)  # comments or fields without data: passed on as they are
-        payload = data[0] if len(data) == 1 else b"\n".join(data)
+        return self._payload(raw, data[0] if len(data) == 1 else b"\n".join(data))
+
+    def _payload(self, raw: bytes, payload: bytes) -> Event:
         if payload == b"[DONE]":
             return Event(raw, done=True)
         try:
