@@ -10,6 +10,7 @@ README's "Serving" section, :mod:`contextcare.serve.gateway` for the behaviour a
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
@@ -33,13 +34,12 @@ class MissingExtraError(ContextCareError, ImportError):
 
 def _gateway_module() -> Any:
     try:
-        from . import gateway
+        return importlib.import_module("contextcare.serve.gateway")
     except ModuleNotFoundError as exc:
         if exc.name in ("aiohttp", "prometheus_client", "multidict"):
             raise MissingExtraError(
                 f"the gateway needs {exc.name}: pip install 'contextcare[serve]'") from None
         raise
-    return gateway
 
 
 def __getattr__(name: str) -> Any:
@@ -53,19 +53,10 @@ def run(config: GatewayConfig, *, log_level: str = "INFO") -> None:
     ``config.shutdown_timeout`` seconds. Detections are logged as JSON lines on
     ``contextcare.serve``."""
     gateway = _gateway_module()
-    from aiohttp import web
-
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    gw = gateway.Gateway(config)
-    log = logging.getLogger("contextcare.serve")
-    log.info("contextcare gateway on http://%s:%d/v1 -> %s (rules: %s, auto-continue: %s)",
-             config.host, config.port, config.upstream, config.rules or "default",
-             "on" if config.auto_continue else "off")
     try:
-        web.run_app(gw.app(), host=config.host, port=config.port,
-                    shutdown_timeout=config.shutdown_timeout, handler_cancellation=True,
-                    print=None, access_log=logging.getLogger("aiohttp.access"))
+        gateway.run_forever(config)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {config.host}:{config.port}:"
                           f" {exc.strerror or exc}") from None

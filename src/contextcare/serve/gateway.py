@@ -71,7 +71,7 @@ from .config import GatewayConfig
 from .conversations import PendingNotices, history_key, reply_key
 from .sse import Event, SSEDecoder, SSELineTooLong
 
-__all__ = ["OPTIONS_HEADER", "Gateway", "Metrics", "load_ruleset"]
+__all__ = ["OPTIONS_HEADER", "Gateway", "LoopHistogram", "Metrics", "load_ruleset", "run_forever"]
 
 log = logging.getLogger("contextcare.serve")
 
@@ -799,3 +799,15 @@ class Gateway:
         before = self.pending.dropped
         self.pending.put(key, notices)
         self.metrics.notices_dropped.inc(self.pending.dropped - before)
+
+
+def run_forever(config: GatewayConfig) -> None:
+    """Serve until SIGINT/SIGTERM (``contextcare serve``), then drain: no new connections, open
+    streams get ``shutdown_timeout`` seconds to finish."""
+    gw = Gateway(config)
+    log.info("contextcare gateway on http://%s:%d/v1 -> %s (rules: %s, auto-continue: %s)",
+             config.host, config.port, config.upstream, config.rules or "default",
+             "on" if config.auto_continue else "off")
+    web.run_app(gw.app(), host=config.host, port=config.port,
+                shutdown_timeout=config.shutdown_timeout, handler_cancellation=True,
+                print=None, access_log=logging.getLogger("aiohttp.access"))
