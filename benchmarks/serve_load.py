@@ -18,8 +18,8 @@ same streams each time:
 
 Reported per configuration: per-chunk latency p50/p99 (send to receipt) and what the gateway
 adds over ``direct``; chunks per second at the client; the gateway's CPU time (user + system,
-from /proc) per 1 000 chunks; its resident memory while every stream is open, minus before, per
-stream. The text is clean prose, so the guard never aborts: this is its steady cost.
+from /proc) per 1 000 chunks; its resident memory while every stream is open, minus that of the
+idle warmed-up process, per stream (a fresh gateway process for each run). The text is clean prose, so the guard never aborts: this is its steady cost.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ import sys
 import time
 from typing import Any
 
-WORDS = ("the model writes a careful answer about streams gateways and loops while the user"
-         " waits for every token to arrive in order with nothing lost on the way").split()
+WORDS = ("the", "model", "writes", "a", "careful", "answer", "about", "streams", "gateways",
+         "and", "loops", "while", "user", "waits", "for", "every", "token", "to", "arrive", "in",
+         "order", "with", "nothing", "lost", "on", "way")
 
 
 def _free_port() -> int:
@@ -206,41 +207,44 @@ def main() -> int:
         run_upstream(args.port, args.chunks, args.interval)
         return 0
 
-    up_port, gw_port = _free_port(), _free_port()
+    up_port = _free_port()
     me = os.path.abspath(__file__)
-    procs: list[subprocess.Popen[bytes]] = []
     budget = args.ramp + args.chunks * args.interval * 4 + 30
-    try:
-        upstream = subprocess.Popen([sys.executable, me, "--role", "upstream", "--port",
-                                     str(up_port), "--chunks", str(args.chunks), "--interval",
-                                     str(args.interval)])
-        procs.append(upstream)
+    upstream = subprocess.Popen([sys.executable, me, "--role", "upstream", "--port", str(up_port),
+                                 "--chunks", str(args.chunks), "--interval", str(args.interval)])
+
+    def gateway_run(headers: dict[str, str]) -> dict[str, Any]:
+        # a fresh gateway per run, so its resident memory before the run is that of an idle,
+        # warmed-up process (RSS does not shrink after a run: freed memory stays in the heap)
+        port = _free_port()
         gateway = subprocess.Popen([sys.executable, "-m", "contextcare", "serve", "--upstream",
-                                    f"http://127.0.0.1:{up_port}/v1", "--port", str(gw_port),
+                                    f"http://127.0.0.1:{up_port}/v1", "--port", str(port),
                                     "--log-level", "WARNING"])
-        procs.append(gateway)
+        try:
+            _wait_ready(f"http://127.0.0.1:{port}/healthz", gateway)
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            for warm in ({}, {"X-ContextCare": "off"}):  # imports, the ruleset, first sockets
+                asyncio.run(_run(url, 2, 0.0, warm, None, budget))
+            return asyncio.run(_run(url, args.streams, args.ramp, headers, gateway.pid, budget))
+        finally:
+            gateway.terminate()
+            gateway.wait(10)
+
+    try:
         _wait_ready(f"http://127.0.0.1:{up_port}/v1/models", upstream)
-        _wait_ready(f"http://127.0.0.1:{gw_port}/healthz", gateway)
         direct = f"http://127.0.0.1:{up_port}/v1/chat/completions"
-        through = f"http://127.0.0.1:{gw_port}/v1/chat/completions"
         load = os.getloadavg()[0]
-        # warm up (imports, first connections, the ruleset), not measured
-        asyncio.run(_run(through, min(50, args.streams), 0.2, {}, None, budget))
+        asyncio.run(_run(direct, min(50, args.streams), 0.2, {}, None, budget))  # warm-up
         results: dict[str, list[dict[str, Any]]] = {"direct": [], "passthrough": [],
                                                     "guarded": []}
         results["direct"].append(asyncio.run(_run(direct, args.streams, args.ramp, {}, None,
                                                   budget)))
         for _ in range(args.repeat):
-            results["passthrough"].append(asyncio.run(_run(
-                through, args.streams, args.ramp, {"X-ContextCare": "off"}, gateway.pid,
-                budget)))
-            results["guarded"].append(asyncio.run(_run(through, args.streams, args.ramp, {},
-                                                       gateway.pid, budget)))
+            results["passthrough"].append(gateway_run({"X-ContextCare": "off"}))
+            results["guarded"].append(gateway_run({}))
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(10)
+        upstream.terminate()
+        upstream.wait(10)
 
     def best(rows: list[dict[str, Any]], key: str) -> float:
         return float(min(r[key] for r in rows))
