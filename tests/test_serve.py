@@ -624,6 +624,18 @@ def test_sse_decoder_any_split_gives_the_same_events() -> None:
         SSEDecoder(16).feed(b"data: " + b"x" * 20 + b"\n")
 
 
+def test_chunk_json_reads_as_the_standard_library() -> None:
+    from contextcare.serve import sse
+
+    for payload in (b'{"a": [1, 2.5, "\\u00e9"], "b": null}', b' {"x": 1}', b'{"x": NaN}',
+                    b'{"n": 123456789012345678901234567890}', b'{"x": 1} ', b'"text"'):
+        got, want = sse._loads(payload), json.loads(payload)
+        assert repr(got) == repr(want) and type(got) is type(want)
+    for bad in (b'{"x": 1} trailing', b"{", b"\xff\xfe", b""):
+        with pytest.raises(ValueError):
+            sse._loads(bad)
+
+
 def test_pieces_cover_the_text() -> None:
     parts = pieces("abcdefghij" * 10, seed=3)
     assert "".join(parts) == "abcdefghij" * 10 and all(1 <= len(p) <= 4 for p in parts)
