@@ -40,6 +40,7 @@ both directions, streamed.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import time
@@ -805,9 +806,18 @@ def run_forever(config: GatewayConfig) -> None:
     """Serve until SIGINT/SIGTERM (``contextcare serve``), then drain: no new connections, open
     streams get ``shutdown_timeout`` seconds to finish."""
     gw = Gateway(config)
+    app = gw.app()
+    # The process is ours: tune the cyclic garbage collector for a server that holds thousands of
+    # streams. Objects of the start-up (modules, the ruleset, the app) are frozen out of the
+    # collections, and young collections run after 10 000 allocations instead of 700. With the
+    # default settings, 1 000 open streams made full collections of 0.2-0.6 s (a stall of every
+    # stream) and the collector took about a third of the gateway's CPU time (benchmarks/).
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 50)
     log.info("contextcare gateway on http://%s:%d/v1 -> %s (rules: %s, auto-continue: %s)",
              config.host, config.port, config.upstream, config.rules or "default",
              "on" if config.auto_continue else "off")
-    web.run_app(gw.app(), host=config.host, port=config.port,
+    web.run_app(app, host=config.host, port=config.port,
                 shutdown_timeout=config.shutdown_timeout, handler_cancellation=True,
                 print=None, access_log=logging.getLogger("aiohttp.access"))
