@@ -516,6 +516,7 @@ def test_malformed_lines_are_dropped_and_counted(gw: tuple[Gateway, str]) -> Non
 def test_client_disconnect_mid_stream_closes_the_upstream(
         gw: tuple[Gateway, str], up: tuple[ScriptedUpstream, str]) -> None:
     before = metric(gw[0], "contextcare_client_disconnects_total")
+    broken = metric(gw[0], "contextcare_upstream_errors_total", {"kind": "broken"})
     stream = client(gw[1]).chat.completions.create(model="slow", messages=USER, stream=True)
     for i, _ in enumerate(stream):
         if i == 3:
@@ -524,6 +525,21 @@ def test_client_disconnect_mid_stream_closes_the_upstream(
     wait_for(lambda: up[0].log[-1].ended is not None)
     assert up[0].log[-1].disconnected and up[0].log[-1].sent < up[0].log[-1].total
     wait_for(lambda: metric(gw[0], "contextcare_client_disconnects_total") == before + 1)
+    assert metric(gw[0], "contextcare_upstream_errors_total", {"kind": "broken"}) == broken
+
+
+def test_client_disconnect_on_a_passed_through_stream(gw: tuple[Gateway, str],
+                                                     up: tuple[ScriptedUpstream, str]) -> None:
+    broken = metric(gw[0], "contextcare_upstream_errors_total", {"kind": "broken"})
+    stream = client(gw[1]).chat.completions.create(model="slow", messages=USER, stream=True,
+                                                   extra_headers={"X-ContextCare": "off"})
+    for i, _ in enumerate(stream):
+        if i == 3:
+            break
+    stream.close()
+    wait_for(lambda: up[0].log[-1].ended is not None)
+    assert up[0].log[-1].disconnected and up[0].log[-1].sent < up[0].log[-1].total
+    assert metric(gw[0], "contextcare_upstream_errors_total", {"kind": "broken"}) == broken
 
 
 def test_nothing_leaks(rig: Rig, gw: tuple[Gateway, str],

@@ -184,6 +184,11 @@ class LoopHistogram:
         yield family
 
 
+class _ClientGone(ConnectionResetError):
+    """Writing to the client failed: it left. (Not an aiohttp ``ClientError``, so it is never
+    taken for a failure of the upstream.)"""
+
+
 class _BadRequest(Exception):
     def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
         super().__init__(message)
@@ -260,7 +265,18 @@ class _Exchange:
         if self.out and self.resp is not None:
             data = b"".join(self.out) if len(self.out) > 1 else self.out[0]
             self.out.clear()
-            await self.resp.write(data)
+            try:
+                await self.resp.write(data)
+            except ConnectionResetError:
+                raise _ClientGone("the client left") from None
+
+    async def _eof(self) -> web.StreamResponse:
+        assert self.resp is not None
+        try:
+            await self.resp.write_eof()
+        except ConnectionResetError:
+            raise _ClientGone("the client left") from None
+        return self.resp
 
     def _continuation_chunk(self, obj: dict[str, Any]) -> bytes:
         obj["id"] = self.asm.field("id", obj.get("id"))
@@ -274,9 +290,11 @@ class _Exchange:
         return b"data: " + _dumps(obj) + b"\n\n"
 
     def _info(self, abort: Abort, action: str) -> dict[str, Any]:
-        return {"action": action, "detection": abort.detection.to_dict(),
-                "attempt": len(self.aborts), "request_id": self.rid,
-                "finish_reason": self.gw.config.abort_finish_reason}
+        info = {"action": action, "detection": abort.detection.to_dict(),
+                "attempt": len(self.aborts), "request_id": self.rid}
+        if action == "abort":
+            info["finish_reason"] = self.gw.config.abort_finish_reason
+        return info
 
     def _abort_chunk(self, abort: Abort) -> bytes:
         reason = self.gw.config.abort_finish_reason
@@ -386,6 +404,12 @@ class _Exchange:
                 final = abort
                 break
             return await self._finish(final)
+        except _ClientGone:
+            # the client left while we wrote to it: the upstream is closed (finally of _pump's
+            # watch); returning the response lets aiohttp drop the connection quietly
+            metrics.client_disconnects.inc()
+            assert self.resp is not None
+            return self.resp
         except (ConnectionResetError, asyncio.CancelledError):
             metrics.client_disconnects.inc()
             raise
@@ -460,8 +484,7 @@ class _Exchange:
                            "param": None, "code": "upstream_error"}}
         self.out.append(b"data: " + _dumps(error) + b"\n\n")
         await self._flush()
-        await self.resp.write_eof()
-        return self.resp
+        return await self._eof()
 
     async def _finish(self, final: Abort | None) -> web.StreamResponse:
         if final is not None:
@@ -471,9 +494,7 @@ class _Exchange:
                 self.out.append(self._abort_chunk(final))
             self.out.append(_DONE)
             await self._flush()
-            assert self.resp is not None
-            await self.resp.write_eof()
-            return self.resp
+            return await self._eof()
         completion = self.asm.completion(
             self.gw.config.abort_finish_reason if final is not None else None)
         if self.aborts:
@@ -670,7 +691,11 @@ class Gateway:
                     resp.headers.add(name, value)
             await resp.prepare(request)
             async for data in up.content.iter_any():
-                await resp.write(data)
+                try:
+                    await resp.write(data)
+                except ConnectionResetError:
+                    self.metrics.client_disconnects.inc()
+                    return resp  # the client left; finally closes the upstream response
             done = True
         except (ClientError, asyncio.TimeoutError) as exc:
             self.metrics.upstream_errors.labels("broken").inc()
@@ -684,7 +709,10 @@ class Gateway:
                 up.release()  # read to the end: the connection goes back to the pool
             else:
                 up.close()
-        await resp.write_eof()
+        try:
+            await resp.write_eof()
+        except ConnectionResetError:
+            self.metrics.client_disconnects.inc()
         return resp
 
     # ------------------------------------------------------------- guarded endpoints
