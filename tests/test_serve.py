@@ -50,6 +50,7 @@ SCRIPTS = {
     "error500": Script("", status=500),
     "slow": Script("tick tock\n" * 40, delay=0.005),
     "repeat": Script("Setup.\n" + "The same sentence again and again.\n" * 120),
+    "json-only": Script(CLEAN_TEXT, ignore_stream=True),
 }
 USER = [{"role": "user", "content": "hi"}]
 
@@ -468,6 +469,14 @@ def test_upstream_error_status_passes_through(gw: tuple[Gateway, str]) -> None:
     with pytest.raises(openai.InternalServerError) as err:
         client(gw[1]).chat.completions.create(model="error500", messages=USER, stream=True)
     assert err.value.status_code == 500 and "scripted failure" in err.value.message
+
+
+def test_upstream_that_ignores_stream_is_relayed(gw: tuple[Gateway, str]) -> None:
+    before = metric(gw[0], "contextcare_upstream_errors_total", {"kind": "not_a_stream"})
+    whole = client(gw[1]).chat.completions.create(model="json-only", messages=USER)
+    assert whole.choices[0].message.content == CLEAN_TEXT
+    assert metric(gw[0], "contextcare_upstream_errors_total",
+                  {"kind": "not_a_stream"}) == before + 1
 
 
 def test_unreachable_upstream_is_a_502(rig: Rig) -> None:

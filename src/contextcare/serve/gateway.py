@@ -143,7 +143,7 @@ class Metrics:
             registry=r)
         self.upstream_errors = prom.Counter(
             "contextcare_upstream_errors", "Upstream failures by kind (unreachable, timeout,"
-            " status, malformed, line_too_long, broken)", ["kind"], registry=r)
+            " status, not_a_stream, malformed, line_too_long, broken)", ["kind"], registry=r)
         self.client_disconnects = prom.Counter(
             "contextcare_client_disconnects", "Clients gone before their stream ended",
             registry=r)
@@ -365,9 +365,14 @@ class _Exchange:
                     final = self.aborts[-1]  # the continuation failed: end as that abort
                     break
                 up = up_or_error
-                if up.status != 200:
-                    metrics.upstream_errors.labels("status").inc()
+                if up.status != 200 or up.content_type != "text/event-stream":
+                    # an error, or a server that ignored "stream": true (nothing to guard)
+                    kind = "status" if up.status != 200 else "not_a_stream"
+                    metrics.upstream_errors.labels(kind).inc()
                     if attempt == 1:
+                        log.warning("%s", json.dumps({"event": "relayed_unguarded",
+                                                      "request": self.rid, "status": up.status,
+                                                      "content_type": up.content_type}))
                         return await gw._relay(self.request, up)
                     log.warning("%s", json.dumps({"event": "continue_failed", "request": self.rid,
                                                   "status": up.status}))

@@ -53,6 +53,8 @@ class Script:
     status: int = 200
     tool_call: tuple[str, str] | None = None
     usage: bool = True
+    #: Answer with one JSON completion even when asked to stream (as some servers do).
+    ignore_stream: bool = False
 
 
 @dataclass
@@ -126,7 +128,7 @@ class ScriptedUpstream:
         if script.status != 200:
             return web.json_response({"error": {"message": "scripted failure",
                                                 "type": "server_error"}}, status=script.status)
-        if not body.get("stream"):
+        if not body.get("stream") or script.ignore_stream:
             text = script.text
             msg = {"role": "assistant", "content": text}
             return web.json_response({"id": "cmpl-x", "object": "chat.completion", "created": 1,
