@@ -102,7 +102,9 @@ def test_scan_jsonl_writes_one_line_per_detection(capsys: pytest.CaptureFixture[
                     encoding="utf-8")
     status, out, err = run(capsys, "scan", str(path), "--format", "jsonl")
     assert status == 0 and err == ""
-    rows = [json.loads(line) for line in out.splitlines()]
+    *rows, summary = [json.loads(line) for line in out.splitlines()]
+    assert summary["type"] == "summary" and summary["detections"] == len(rows)
+    assert rows and all(r["type"] == "detection" for r in rows)
     assert rows and all(r["source"] == str(path) and r["stream"] == "a" for r in rows)
     assert {"rule", "kind", "action", "channel", "offset"} <= set(rows[0])
     assert "line-repeat" in {r["rule"] for r in rows}
@@ -123,10 +125,12 @@ def test_scan_table_shows_flagged_streams_with_their_file(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(SAMPLE_DIR)
     status, out, _ = run(capsys, "scan", "clean-answer.jsonl", "newline-free-flood.jsonl",
-                         "anxious-zh.jsonl")
+                         "anxious-zh.jsonl", "--format", "table")
     assert status == 0
-    assert "newline-free-flood.jsonl:flood" in out and "anxious-zh.jsonl:anxious-zh" in out
-    assert ":clean " not in out
+    lines = out.splitlines()
+    assert "newline-free-flood.jsonl" in lines and "anxious-zh.jsonl" in lines  # file headings
+    assert " flood " in out and " anxious-zh " in out
+    assert "clean-answer" not in out
     assert "3 streams, 3 detections (1 abort, 2 remind)" in out
 
 
@@ -198,7 +202,8 @@ def test_scan_reads_standard_input(capsys: pytest.CaptureFixture[str],
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(data))))
     status, out, _ = run(capsys, "scan", "-", "--format", "jsonl", "--fail-on", "abort")
     assert status == 1
-    assert {json.loads(line)["source"] for line in out.splitlines()} == {"<stdin>"}
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert {r["source"] for r in rows if r["type"] == "detection"} == {"<stdin>"}
 
 
 def test_scan_with_a_rules_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -208,7 +213,7 @@ def test_scan_with_a_rules_file(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     status, out, _ = run(capsys, "scan", sample("anxious-en"), "--rules", str(rules),
                          "--format", "jsonl", "--fail-on", "abort")
     assert status == 1
-    assert [json.loads(line)["rule"] for line in out.splitlines()] == ["hurry"]
+    assert [json.loads(line).get("rule") for line in out.splitlines()] == ["hurry", None]
 
 
 def test_invalid_rules_file_is_a_usage_error(capsys: pytest.CaptureFixture[str],

@@ -10,6 +10,8 @@ import fcntl
 import gzip
 import json
 import os
+import pty
+import re
 import signal
 import subprocess
 import sys
@@ -83,7 +85,7 @@ def test_a_file_that_is_not_a_trace_is_an_error_and_other_files_still_count(
     (tmp_path / "blob.bin").write_bytes(bytes(range(128, 256)) * 3)
     (tmp_path / "loop.jsonl").write_text(jl(*events("s", LOOP_LINE * 40)))
     files = ["reply.txt", "own.jsonl", "blob.bin", "loop.jsonl"]
-    for extra in ([], ["--fail-on", "abort"]):
+    for extra in (["--fail-on", "abort"],):
         proc = cc("scan", *files, "--format", "jsonl", *extra, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr
@@ -112,6 +114,13 @@ def test_skipped_lines_fail_a_fail_on_gate_and_warnings_are_capped(tmp_path: Pat
         assert len(warnings) == 20 and "t.jsonl:3: not JSON" in warnings[0]
         assert "30 malformed lines skipped (the first 20 shown)" in proc.stderr
     assert "--fail-on abort cannot pass a scan that skipped lines" in gate.stderr
+    # jsonl reports the skipped lines as records and ends with a summary
+    *rows, summary = jsonl_records(plain.stdout)
+    assert summary["type"] == "summary" and summary["complete"] is True
+    assert summary["errors"] == 30 and summary["streams"] == 1
+    assert summary["detections"] == sum(r["type"] == "detection" for r in rows) > 0
+    errors = [r for r in rows if r["type"] == "error"]
+    assert [(r["source"], r["line"]) for r in errors] == [("t.jsonl", n) for n in range(3, 33)]
 
 
 def test_a_damaged_gzip_does_not_discard_the_other_files(tmp_path: Path) -> None:
@@ -130,7 +139,6 @@ def test_a_damaged_gzip_does_not_discard_the_other_files(tmp_path: Path) -> None
 @pytest.mark.parametrize(("argv", "message"), [
     (["--format", "parquet"], "--format parquet is for --engine ray"),
     (["--engine", "ray", "--format", "table"], "--format table is for the local engine"),
-    (["--engine", "ray", "--format", "json"], "--format json is for the local engine"),
     (["--channel", "reasoning"], "--channel is for --as-text"),
 ])
 def test_impossible_combinations_are_usage_errors(tmp_path: Path, argv: list[str],
@@ -180,8 +188,7 @@ def test_saved_completions_are_scanned_as_the_stream_they_were(tmp_path: Path) -
 def test_plain_text_is_refused_or_read_under_as_text(tmp_path: Path) -> None:
     reply = "Here is my plan.\n" + "We are running out of time.\n" + LOOP_LINE * 40
     (tmp_path / "reply.txt").write_text(reply)
-    refused = cc("scan", "reply.txt", "--fail-on", "abort", cwd=tmp_path)
-    assert refused.returncode == 2 and "--as-text" in refused.stderr
+    # refused without --as-text: test_a_file_that_is_not_a_trace_is_an_error_…
     text = cc("scan", "reply.txt", "--as-text", "--format", "json", cwd=tmp_path)
     reasoning = cc("scan", "reply.txt", "--as-text", "--channel", "reasoning",
                    "--format", "json", "--fail-on", "abort", cwd=tmp_path)
@@ -224,3 +231,191 @@ def test_ctrl_c_prints_what_was_found_then_exits_130(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert b"line-repeat" in out and b"1 streams" in out
     assert b"interrupted" in err and b"Traceback" not in err
+
+
+# --------------------------------------------------------------------------- output that pipes
+
+RECORD = re.compile(r'^(?P<path>[^:\s]+):(?P<line>\d+): (?P<stream>"(?:[^"\\]|\\.)*"|\S+)'
+                    r" (?P<rule>\S+)"
+                    r" (?P<action>abort|remind|record) \((?P<channel>text|reasoning|combined),"
+                    r" char (?P<offset>\d+)\) (?P<evidence>\S.*)$")
+
+
+def run_in_terminal(argv: list[str], cwd: Path, *, stdin_tty: bool = False,
+                    columns: int = 120) -> tuple[int, str, str]:
+    """Run ``contextcare ARGV`` with stdout (and, if asked, stdin) on a pseudo-terminal."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": str(columns)}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([*COMMAND, *argv], cwd=cwd, stdout=slave,
+                            stdin=slave if stdin_tty else subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    chunks_read = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not data:
+            break
+        chunks_read.append(data)
+    os.close(master)
+    assert proc.stderr is not None
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    return proc.returncode, b"".join(chunks_read).decode().replace("\r\n", "\n"), err
+
+
+def interleaved_trace() -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Two interleaved streams (one in two attempts) and the line each phrase detection must
+    point to."""
+    a = events("alpha beta", "Plan: read the file.\nWe are running out of time here.\n" + "ok\n")
+    b = events("b", LOOP_LINE * 40)
+    retry = events("b", "Fine now, the context window is almost full though.\n")
+    lines: list[dict[str, Any]] = []
+    for i in range(max(len(a), len(b))):
+        lines += a[i:i + 1] + b[i:i + 1]
+    lines += retry
+    expected = {}
+    for name, phrase in (("alpha beta", "running out of time"),
+                         ("b", "context window is almost full")):
+        text = ""
+        for n, e in enumerate(lines, 1):
+            if e["stream"] == name and e["type"].endswith("-delta"):
+                text += e["text"]
+                if phrase in text and "\n" in text[text.index(phrase):]:
+                    expected[name] = n  # these rules skip quoted phrases: they fire at line end
+                    break
+    return lines, expected
+
+
+def test_piped_text_is_one_record_per_line_that_points_to_the_input(tmp_path: Path) -> None:
+    trace, expected = interleaved_trace()
+    (tmp_path / "t.jsonl").write_text(jl(*trace))
+    text = cc("scan", "t.jsonl", cwd=tmp_path)
+    doc = cc("scan", "t.jsonl", "--format", "json", cwd=tmp_path)
+    rows = cc("scan", "t.jsonl", "--format", "jsonl", cwd=tmp_path)
+    assert text.returncode == doc.returncode == rows.returncode == 0
+    assert text.stdout and not text.stdout.startswith("\n")
+    records = []
+    for line in text.stdout.splitlines():
+        match = RECORD.match(line)
+        assert match, line
+        assert line == line.rstrip() and not set(line) & set("│─┃━┏┗╭")
+        records.append(match.groupdict())
+    assert "2 streams" not in text.stdout and "3 streams" in text.stderr  # summary on stderr
+    streams = json.loads(doc.stdout)["streams"]
+    flat = [(s["stream"] + ("#2" if s["attempt"] == 2 else ""), d)
+            for s in streams for d in s["detections"]]
+    jsonl = [r for r in jsonl_records(rows.stdout) if r["type"] == "detection"]
+    # the three outputs list the same detections, each naming its stream and its input line
+    assert len(records) == len(flat) == len(jsonl) > 3
+    for record, (stream, d), row in zip(records, flat, jsonl):
+        assert record["stream"] in (stream, json.dumps(stream))
+        assert (record["rule"], record["channel"], int(record["offset"])) == (
+            d["rule"], d["channel"], d["offset"])
+        assert int(record["line"]) == d["source_line"] == row["source_line"] >= 1
+    phrase_lines = {(r["stream"], r["rule"]): int(r["line"]) for r in records}
+    assert phrase_lines['"alpha beta"', "time-anxiety"] == expected["alpha beta"]
+    assert phrase_lines["b#2", "context-anxiety"] == expected["b"]
+    # rows of a stream are in offset order per channel
+    for stream in {s for s, _ in flat}:
+        for channel in ("text", "reasoning", "combined"):
+            offsets = [d["offset"] for s, d in flat if s == stream and d["channel"] == channel]
+            assert offsets == sorted(offsets)
+    assert json.loads(doc.stdout)["units"]["offset"].startswith("code points")
+
+
+def test_repeating_units_are_whole_or_marked_cut(tmp_path: Path) -> None:
+    short = "The parser reads each line and keeps state for open streams, so results match! "
+    long = "".join(f"step {i} of the long plan; " for i in range(20))[:300]
+    assert len(short) < 256 < len(long)
+    (tmp_path / "rules.toml").write_text(
+        '[[rules]]\ntype = "TailRepeat"\nid = "tail"\nmax_period = 400\nwindow_chars = 1600\n'
+        'min_chars = 900\n')
+    (tmp_path / "t.jsonl").write_text(jl(*events("short", short * 12, "text", size=3),
+                                         *events("long", long * 4, "text", size=3)))
+    doc = cc("scan", "t.jsonl", "--rules", "rules.toml", "--format", "json", cwd=tmp_path)
+    text = cc("scan", "t.jsonl", "--rules", "rules.toml", cwd=tmp_path)
+    units = {s["stream"]: s["detections"][0] for s in json.loads(doc.stdout)["streams"]}
+    assert units["short"]["period"] == len(short) and len(units["short"]["unit"]) == len(short)
+    assert units["short"]["unit"] in short * 2 and "unit_cut" not in units["short"]
+    assert units["long"]["period"] == len(long) and units["long"]["unit_cut"] is True
+    assert len(units["long"]["unit"]) == 256 and units["long"]["unit"] in long * 2
+    lines = text.stdout.splitlines()
+    assert '…" ×' in lines[0] and f"(a {len(short)}-character unit)" in lines[0]
+    assert f"(a {len(long)}-character unit)" in lines[1]
+
+
+def test_context_shows_the_replayed_text_around_each_hit(tmp_path: Path) -> None:
+    text = "First I read it. We are running out of time, so I will skip the tests.\n"
+    (tmp_path / "t.jsonl").write_text(jl(*events("s", text, size=2)))
+    doc = cc("scan", "t.jsonl", "-C", "12", "--format", "json", cwd=tmp_path)
+    piped = cc("scan", "t.jsonl", "--context", "12", cwd=tmp_path)
+    (hit,) = json.loads(doc.stdout)["streams"][0]["detections"]
+    end = text.index("running out of time") + len("running out of time")
+    assert hit["offset"] == end
+    assert hit["context"] == {"before": text[end - 12:end], "after": text[end:end + 12]}
+    record, context = piped.stdout.splitlines()
+    match = RECORD.match(record)
+    assert match and context.startswith(f"t.jsonl-{match['line']}- context: ")
+    assert json.dumps(text[end - 12:end]) in context and json.dumps(text[end:end + 12]) in context
+
+
+def test_folders_are_walked_and_stdin_is_read_when_piped(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "b").mkdir(parents=True)
+    (tmp_path / "runs" / ".cache").mkdir()
+    (tmp_path / "runs" / "b" / "two.jsonl").write_text(jl(*events("two", LOOP_LINE * 40)))
+    (tmp_path / "runs" / "a.jsonl").write_text(jl(*events("one", LOOP_LINE * 35)))
+    (tmp_path / "runs" / ".hidden.jsonl").write_text("not even json\n")
+    (tmp_path / "runs" / ".cache" / "x.jsonl").write_text("not even json\n")
+    (tmp_path / "empty").mkdir()
+    walked = cc("scan", "runs", "--format", "jsonl", cwd=tmp_path)
+    listed = cc("scan", "runs/a.jsonl", "runs/b/two.jsonl", "--format", "jsonl", cwd=tmp_path)
+    assert walked.returncode == 0, walked.stderr
+    assert walked.stdout == listed.stdout
+    assert {r["source"] for r in jsonl_records(walked.stdout) if "source" in r} == {
+        "runs/a.jsonl", os.path.join("runs", "b", "two.jsonl")}
+    empty = cc("scan", "empty", cwd=tmp_path)
+    assert empty.returncode == 2 and "empty: a folder with no files" in empty.stderr
+    piped = cc("scan", "--format", "jsonl", stdin=(tmp_path / "runs" / "a.jsonl").read_bytes(),
+               cwd=tmp_path)
+    assert piped.returncode == 0
+    assert [r["rule"] for r in jsonl_records(piped.stdout) if r["type"] == "detection"] == [
+        r["rule"] for r in jsonl_records(listed.stdout)
+        if r.get("source") == "runs/a.jsonl"]
+
+
+def test_a_closed_pipe_is_not_a_failure(tmp_path: Path) -> None:
+    many = []
+    for i in range(3000):
+        many += events(f"s{i}", "We are running out of time.\n")
+    (tmp_path / "many.jsonl").write_text(jl(*many))
+    for argv in (["--fail-on", "abort"],):
+        proc = subprocess.Popen([*COMMAND, "scan", "many.jsonl", *argv], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()  # as `| head -1` does
+        err = proc.stderr.read()
+        proc.stderr.close()
+        assert proc.wait(timeout=60) in (0, -signal.SIGPIPE), err
+        assert b"Traceback" not in err
+
+
+def test_a_terminal_gets_a_table_grouped_by_file(tmp_path: Path) -> None:
+    trace, _ = interleaved_trace()
+    (tmp_path / "t.jsonl").write_text(jl(*trace))
+    status, out, err = run_in_terminal(["scan", "t.jsonl", "--no-progress"], tmp_path)
+    assert status == 0, err
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in out.splitlines()]
+    assert lines[0] == "t.jsonl"
+    assert lines[1].split()[:3] == ["line", "stream", "rule"]
+    assert "3 streams, " in lines[-1]
+    # every row names its stream, also the continuation rows
+    rows = [line for line in lines[3:-1] if re.match(r"^\s+\d+\s", line)]
+    assert rows and all(line.split()[1] in ('"alpha', "b", "b#2") for line in rows)
+    status, _, err = run_in_terminal(["scan"], tmp_path, stdin_tty=True)
+    assert status == 2 and "no FILE given" in err

@@ -306,7 +306,7 @@ def test_stream_result_to_dict_is_json_ready() -> None:
     assert isinstance(result, StreamResult)
     data = json.loads(json.dumps(result.to_dict()))
     assert data["stream"] == "s" and data["attempt"] == 1 and data["complete"] is False
-    assert data["detections"] == [result.detections[0].to_dict()]
+    assert data["detections"] == [{**result.detections[0].to_dict(), "source_line": 1}]
 
 
 # --------------------------------------------------------------------------- bundled samples

@@ -33,6 +33,8 @@ from .detection import Detection
 from .errors import ContextCareError
 from .traces import (
     Event,
+    Replayer,
+    Site,
     StreamResult,
     TraceFormatError,
     iter_events,
@@ -83,8 +85,12 @@ def _pct(ratio: float | None) -> str:
     return "" if ratio is None else f" ({ratio * 100:.0f}%)"
 
 
-def format_evidence(d: Detection) -> str:
-    """One line of evidence for a table cell, by the detection's kind."""
+def format_evidence(d: Detection, unit: str | None = None) -> str:
+    """One line of evidence for a table cell or a text record, by the detection's kind.
+
+    ``unit`` is the whole repeating unit of a ``tail-repeat`` when known (see
+    :class:`contextcare.traces.Site`); a unit shown in part ends with ``…`` and gives its length.
+    """
     if d.phrase is not None:
         return _quote(d.phrase)
     if d.kind == "line-repeat":
@@ -96,49 +102,120 @@ def format_evidence(d: Detection) -> str:
     if d.prefix is not None:
         return f"prefix {_quote(d.prefix)} on {d.count} of {d.total} lines{_pct(d.ratio)}"
     if d.unit is not None:
-        return f"{_quote(d.unit)} ×{d.repeats} (period {d.period})"
+        whole = unit if unit is not None else d.unit
+        period = d.period or len(whole)
+        shown = _quote(whole)
+        if period > min(len(whole), 40) and not shown.endswith('…"'):
+            shown = shown[:-1] + '…"'  # the engine keeps only the unit's first characters
+        return f"{shown} ×{d.repeats} (a {period}-character unit)"
     if d.count is not None and d.total is not None:
         return f"{d.count} of {d.total} lines{_pct(d.ratio)}"
     return ", ".join(f"{k}={v!r}" for k, v in d.evidence().items())
 
 
-def _detections_table(results: Sequence[StreamResult], *, show_clean: bool,
-                      width: int) -> Any:
-    """Stream, rule, kind, action, offset, evidence; below ~110 columns the kind goes under the
-    rule id (dimmed) so the evidence keeps room."""
+def _table(*columns: str, **options: Any) -> Any:
+    """The one table style of the command line: a bold header, a rule under it, no frame."""
     from rich import box
     from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
+                  **options)
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
+def _sites(result: StreamResult) -> Sequence[Site | None]:
+    if len(result.sites) == len(result.detections):
+        return result.sites
+    return [None] * len(result.detections)
+
+
+def _stream_name(result: StreamResult) -> str:
+    """The stream as one token: quoted when empty or holding spaces; ``#N`` for attempt N > 1."""
+    name = result.stream
+    if not name or any(c.isspace() for c in name):
+        name = json.dumps(name, ensure_ascii=False)
+    return name + (f"#{result.attempt}" if result.attempt > 1 else "")
+
+
+def _detections_table(results: Sequence[StreamResult], *, show_clean: bool, width: int,
+                      lines: bool = False) -> Any:
+    """Stream, rule (kind), action, channel:char offset, evidence; with ``lines`` first the
+    line of the input where each detection fired (the caller heads the table with its file).
+    Below ~110 columns the kind and the channel go under the rule and the action (dimmed) so the
+    evidence keeps room. Every row names its stream."""
     from rich.text import Text
 
     narrow = width < 110
-    many_sources = len({r.source for r in results}) > 1 and not show_clean
-    table = Table(show_header=True, header_style="bold", box=box.SIMPLE_HEAD)
+    table = _table()
+    if lines:
+        table.add_column("line", justify="right", no_wrap=True)
     table.add_column("stream", overflow="fold")
-    table.add_column("rule / kind" if narrow else "rule", no_wrap=True)
+    table.add_column("rule / kind" if narrow else "rule (kind)", no_wrap=True)
+    table.add_column("action /\nchannel:char" if narrow else "action", no_wrap=True)
     if not narrow:
-        table.add_column("kind", no_wrap=True)
-    table.add_column("action", no_wrap=True)
-    table.add_column("offset", justify="right", no_wrap=True)
+        table.add_column("channel:char", justify="right", no_wrap=True)
     table.add_column("evidence", overflow="fold")
     styles = {"abort": "bold red", "remind": "yellow", "record": "cyan"}
     for r in results:
-        name = f"{r.source}:{r.stream}" if many_sources else r.stream
-        if r.attempt > 1:
-            name += f" #{r.attempt}"
+        name = _stream_name(r)
         if not r.detections:
             if show_clean:
-                blank = [Text("—", style="dim")] + [Text("")] * (2 if narrow else 3)
-                table.add_row(Text(name), *blank, Text("no detections", style="green"))
+                blank = [Text("")] * (2 if narrow else 3)
+                table.add_row(*([Text("")] if lines else []), Text(name),
+                              Text("—", style="dim"), *blank[1:],
+                              Text("no detections", style="green"))
             continue
-        for i, d in enumerate(r.detections):
+        for i, (d, site) in enumerate(zip(r.detections, _sites(r))):
             rule = Text(d.rule)
-            if narrow and d.kind != d.rule:
-                rule.append(f"\n{d.kind}", style="dim")
-            kind = [] if narrow else [Text(d.kind)]
-            table.add_row(Text(name if i == 0 else ""), rule, *kind,
-                          Text(d.action, style=styles.get(d.action, "")), str(d.offset),
-                          Text(format_evidence(d)))
+            if d.kind != d.rule:
+                rule.append(f"\n{d.kind}" if narrow else f" ({d.kind})", style="dim")
+            where = f"{d.channel}:{d.offset}"
+            action = Text(d.action, style=styles.get(d.action, ""))
+            cells = [action]
+            if narrow:
+                action.append(f"\n{where}", style="dim")
+            else:
+                cells.append(Text(where))
+            evidence = Text(format_evidence(d, site.unit if site is not None else None))
+            if site is not None and site.before is not None:
+                evidence.append(f"\n{_quote(site.before, 60)} | {_quote(site.after or '', 60)}",
+                                style="dim")
+            line = [Text(str(site.line) if site is not None and site.line else "")]
+            table.add_row(*(line if lines else []), Text(name, style="" if i == 0 else "dim"),
+                          rule, *cells, evidence)
     return table
+
+
+def _print_by_source(console: Console, results: Sequence[StreamResult]) -> None:
+    """The flagged streams as one table per input file, headed by its path (as ``rg`` groups
+    matches by file on a terminal)."""
+    from rich.text import Text
+
+    by_source: dict[str, list[StreamResult]] = {}
+    for r in results:
+        by_source.setdefault(r.source, []).append(r)
+    for source, group in by_source.items():
+        console.print(Text(source, style="bold magenta"))
+        console.print(_detections_table(group, show_clean=False, width=console.width,
+                                        lines=True))
+        console.print()
+
+
+def _records(result: StreamResult) -> Iterator[str]:
+    """The text records of one stream for a pipe: ``path:line: stream rule action (channel,
+    char N) evidence``, one line each, nothing padded; with context, a ``path-line-`` line
+    after each (as ``rg -C``)."""
+    name = _stream_name(result)
+    for d, site in zip(result.detections, _sites(result)):
+        line = site.line if site is not None else 0
+        unit = site.unit if site is not None else None
+        yield (f"{result.source}:{line}: {name} {d.rule} {d.action} ({d.channel}, char"
+               f" {d.offset}) {format_evidence(d, unit)}")
+        if site is not None and site.before is not None:
+            yield (f"{result.source}-{line}- context: {json.dumps(site.before, ensure_ascii=False)}"
+                   f" | {json.dumps(site.after or '', ensure_ascii=False)}")
 
 
 def _summary(results: Iterable[StreamResult]) -> dict[str, int]:
@@ -248,6 +325,9 @@ def _input_sizes(paths: Sequence[str]) -> dict[str, int]:
 MAX_WARNINGS = 20
 #: How many skipped lines the ``json`` output lists (the summary counts them all).
 MAX_ERRORS_KEPT = 1000
+#: What the numbers of a detection count, for the JSON outputs.
+_UNITS = {"offset": "code points (characters) fed to the detection's channel view when it fired",
+          "source_line": "1-based line of the input file holding the event at which it fired"}
 _FORMATS_READ = ("contextcare events, OpenAI chat-completion chunks (JSON lines or SSE 'data:'"
                  " lines) or OpenAI chat completions (one per line, one JSON document or a list),"
                  " plain or gzip")
@@ -260,8 +340,10 @@ class _Reader:
     the other files."""
 
     def __init__(self, err: Console, *, strict: bool, as_text: str | None,
-                 bar: _ProgressBytes | None, sizes: dict[str, int]) -> None:
+                 bar: _ProgressBytes | None, sizes: dict[str, int],
+                 on_skip: Callable[[TraceFormatError], None] | None = None) -> None:
         self.err = err
+        self.on_skip = on_skip
         self.strict = strict
         self.as_text = as_text
         self.bar = bar
@@ -277,6 +359,8 @@ class _Reader:
 
     def skip(self, exc: TraceFormatError) -> None:
         self.skipped += 1
+        if self.on_skip is not None:
+            self.on_skip(exc)
         if len(self.errors) < MAX_ERRORS_KEPT:
             self.errors.append(exc)
         if self.warned < MAX_WARNINGS:
@@ -402,6 +486,48 @@ def _scan_format(args: argparse.Namespace) -> str:
     return str(args.format or "text")
 
 
+def _expand_inputs(files: Sequence[str]) -> list[str]:
+    """The files to read: each FILE as given; a directory walked recursively in sorted order,
+    hidden files and folders (names starting with ``.``) skipped; no FILE: standard input when it
+    is not a terminal."""
+    if not files:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise CommandError("no FILE given (name trace files or folders, or pipe a trace into"
+                               " standard input)")
+        return ["-"]
+    paths: list[str] = []
+    for name in files:
+        if name == "-" or not os.path.isdir(name):
+            paths.append(name)
+            continue
+        found = []
+        for folder, dirs, names in os.walk(name):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found += [os.path.join(folder, n) for n in sorted(names) if not n.startswith(".")]
+        if not found:
+            raise CommandError(f"{name}: a folder with no files to scan")
+        paths += found
+    return paths
+
+
+def _text_mode(args: argparse.Namespace, out: TextIO) -> str:
+    """``table`` on a terminal (or when asked), ``records`` (one line per detection) otherwise."""
+    if args.format == "table":
+        return "table"
+    isatty = getattr(out, "isatty", None)
+    return "table" if isatty is not None and isatty() else "records"
+
+
+def _check_output_folder(args: argparse.Namespace) -> None:
+    output = args.output
+    if output is None or "://" in output or args.overwrite or not os.path.isdir(output):
+        return
+    with os.scandir(output) as entries:
+        if any(True for _ in entries):
+            raise CommandError(f"--output {output}: the folder is not empty; pass --overwrite to"
+                               " write into it anyway, or name a new folder")
+
+
 def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     """Replay trace files through the rules and report detections."""
     if args.files.count("-") > 1:
@@ -410,59 +536,89 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     if args.channel is not None and not args.as_text:
         raise CommandError("--channel is for --as-text")
     if args.engine == "ray":
-        if args.as_text:
-            raise CommandError("--as-text is for the local engine")
+        for option, value in (("as-text", args.as_text), ("context", args.context)):
+            if value:
+                raise CommandError(f"--{option} is for the local engine")
+        _check_output_folder(args)
         return _ray_scan(args, out)
     for option in ("output", "address"):
         if getattr(args, option) is not None:
             raise CommandError(f"--{option} is for --engine ray")
+    if args.overwrite:
+        raise CommandError("--overwrite is for --engine ray")
     ruleset = _load_ruleset(args.rules)
-    sizes = _input_sizes(args.files)
+    files = _expand_inputs(args.files)
+    sizes = _input_sizes(files)
     err = _console(stderr=True)
     show_bar = (not args.no_progress and err.is_terminal
                 and sum(sizes.values()) >= PROGRESS_MIN_BYTES)
     fail_actions = _FAIL_ACTIONS.get(args.fail_on or "", ())
     failed = interrupted = False
     summary = _new_summary()
+    mode = args.format if args.format != "text" else _text_mode(args, out)
     kept: list[StreamResult] = []  # all results for json, the flagged ones for the table
+
+    def emit(result: StreamResult) -> None:
+        nonlocal failed
+        _count_result(summary, result)
+        failed = failed or any(d.action in fail_actions for d in result.detections)
+        if mode == "jsonl":
+            for d in result.detection_dicts():
+                record = {"type": "detection", "source": result.source, "stream": result.stream,
+                          "attempt": result.attempt, **d}
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        elif mode == "records":
+            for line in _records(result):
+                out.write(line + "\n")
+        elif mode == "json" or result.detections:
+            kept.append(result)
+
+    def on_skip(exc: TraceFormatError) -> None:
+        if mode == "jsonl":
+            out.write(json.dumps({"type": "error", "source": exc.source, "line": exc.line,
+                                  "reason": exc.reason}, ensure_ascii=False) + "\n")
+
     with _progress_bar(err) if show_bar else contextlib.nullcontext() as progress:
         bar = _ProgressBytes(progress, sum(sizes.values())) if progress is not None else None
         reader = _Reader(err, strict=args.strict,
                          as_text=(args.channel or "text") if args.as_text else None, bar=bar,
-                         sizes=sizes)
+                         sizes=sizes, on_skip=on_skip)
+        replayer = Replayer(ruleset, context=args.context or 0)
         try:
-            for result in replay(reader.events(args.files), ruleset):
-                _count_result(summary, result)
-                failed = failed or any(d.action in fail_actions for d in result.detections)
-                if args.format == "jsonl":
-                    for d in result.detections:
-                        line = {"source": result.source, "stream": result.stream,
-                                "attempt": result.attempt, **d.to_dict()}
-                        out.write(json.dumps(line, ensure_ascii=False) + "\n")
-                elif args.format == "json" or result.detections:
-                    kept.append(result)
+            for event in reader.events(files):
+                for result in replayer.push(event):
+                    emit(result)
+            for result in replayer.close():
+                emit(result)
         except KeyboardInterrupt:  # report what was found so far, then exit 130
-            if args.format == "jsonl":
-                raise
             interrupted = True
+            for result in replayer.close():
+                emit(result)
     summary["errors"] = reader.skipped
     summary["unreadable_files"] = reader.failed_files
-    if args.format == "json":
+    if mode == "json":
         _write_json({"streams": [r.to_dict() for r in kept],
                      "errors": [{"source": e.source, "line": e.line, "reason": e.reason}
                                 for e in reader.errors],
                      "unreadable": reader.failed,
-                     "summary": summary}, out)
-    elif args.format in ("text", "table"):
+                     "units": _UNITS,
+                     "summary": summary, "complete": not interrupted}, out)
+    elif mode == "jsonl":
+        out.write(json.dumps({"type": "summary", **summary, "unreadable": reader.failed,
+                              "units": _UNITS, "complete": not interrupted},
+                             ensure_ascii=False) + "\n")
+    elif mode == "table":
         console = _console(out)
-        if kept:
-            console.print(_detections_table(kept, show_clean=False, width=console.width))
+        _print_by_source(console, kept)
         out.write(_summary_line(summary) + _trouble(summary) + "\n")
+    else:  # records: stdout holds only records; the summary goes with the messages
+        out.flush()
+        reader.warn(_summary_line(summary) + _trouble(summary))
     if reader.skipped:
         shown = (f" (the first {reader.warned} shown)" if reader.warned < reader.skipped else "")
         reader.warn(f"{reader.skipped} malformed lines skipped{shown}")
     if interrupted:
-        reader.warn("interrupted; the streams above were read before Ctrl-C")
+        reader.warn("interrupted; what was read before Ctrl-C is reported above")
         return 130
     if reader.failed_files:
         return 2
@@ -726,7 +882,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Replay trace files: contextcare JSONL events or OpenAI"
                                    " chat-completion chunk streams (JSON lines or SSE 'data:'"
                                    " lines), plain or gzip, many streams interleaved.")
-    p.add_argument("files", nargs="+", metavar="FILE", help="trace file, or - for standard input")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="a trace file, a folder (walked recursively, sorted, hidden files"
+                        " skipped), or - for standard input (default: standard input when it"
+                        " is not a terminal)")
     p.add_argument("--rules", default="default", metavar="default|RULES.toml",
                    help="the default rules, or a TOML rules file (default: %(default)s)")
     p.add_argument("--format", choices=("text", "table", "json", "jsonl", "parquet"),
@@ -752,6 +911,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, metavar="DIR",
                    help="--engine ray: write rows here (Parquet, or JSON lines with"
                         " --format jsonl)")
+    p.add_argument("-C", "--context", type=_count, default=0, metavar="N",
+                   help="show N characters of the stream before and after each detection, as"
+                        " replayed on the detection's channel (default: 0, none)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="--engine ray: write into a non-empty --output folder")
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="--engine ray: the Ray cluster to join (default: start a local one)")
     p.set_defaults(func=cmd_scan)
@@ -841,6 +1005,11 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
+    if argv is None:  # the real command: a closed pipe (`| head`) ends it by SIGPIPE, quietly
+        import signal
+
+        with contextlib.suppress(AttributeError, ValueError):  # no SIGPIPE on Windows
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
     args = parser.parse_args(argv)
     out = sys.stdout
@@ -851,9 +1020,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ContextCareError as exc:  # CommandError, RulesFileError, TraceFormatError, …
         sys.stderr.write(f"contextcare {args.command}: error: {exc}\n")
         return 2
-    except BrokenPipeError:  # e.g. `contextcare scan … | head`
+    except BrokenPipeError:  # e.g. `contextcare scan … | head` (called as a function)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return 128 + 13  # as a shell reports death by SIGPIPE; never 1 ("--fail-on matched")
     except KeyboardInterrupt:
         return 130

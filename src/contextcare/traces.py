@@ -39,7 +39,7 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Union, cast
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Event", "EVENT_TYPES", "TraceFormatError", "StreamResult", "iter_events", "iter_text_events",
-    "replay", "scan", "DOCUMENT_MAX_CHARS",
+    "replay", "Replayer", "Site", "scan", "DOCUMENT_MAX_CHARS", "UNIT_MAX_CHARS",
     "SAMPLES", "sample_events",
 ]
 
@@ -517,13 +517,49 @@ def iter_text_events(source: Source, *, channel: str = "text", stream: str = "re
 
 # --------------------------------------------------------------------------- replay
 
+#: The most of a repeating unit a :class:`Site` holds (longer units are cut, and marked so).
+UNIT_MAX_CHARS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Where a detection fired in its input, and the text around it (see :func:`replay`).
+
+    ``line`` is the 1-based line of the source holding the event at which the detection fired
+    (for a detection of ``finish()``, the stream's ``end`` event, or its last event when the input
+    ended first); 0 when the events carry no line. ``unit`` is, for a repeating tail
+    (``tail-repeat``), the whole repeating unit read back from the replayed text, cut to
+    :data:`UNIT_MAX_CHARS` (``unit_cut`` true) when the period is longer; ``None`` otherwise.
+    ``before`` and ``after`` are the text of the detection's channel view just before and after
+    its offset (``context`` code points at most), when :func:`replay` was asked for context.
+    """
+
+    line: int
+    unit: str | None = None
+    unit_cut: bool = False
+    before: str | None = None
+    after: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields this adds to a detection's dict."""
+        out: dict[str, Any] = {"source_line": self.line}
+        if self.unit is not None:
+            out["unit"] = self.unit
+            if self.unit_cut:
+                out["unit_cut"] = True
+        if self.before is not None:
+            out["context"] = {"before": self.before, "after": self.after or ""}
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class StreamResult:
     """What one attempt of one stream produced.
 
     ``attempt`` counts the ``start`` events of that stream in that source, from 1. ``complete`` is
     false when the input ended (or a new ``start`` arrived) before the stream's ``end``.
-    ``deltas`` and ``chars`` count the non-empty deltas fed and their code points.
+    ``deltas`` and ``chars`` count the non-empty deltas fed and their code points. ``sites``
+    (one per detection, or empty) say where each detection fired in the input.
     """
 
     source: str
@@ -533,9 +569,18 @@ class StreamResult:
     deltas: int
     chars: int
     complete: bool
+    sites: tuple[Site, ...] = ()
+
+    def detection_dicts(self) -> list[dict[str, Any]]:
+        """Each detection as :meth:`Detection.to_dict`, with its :class:`Site` fields when known
+        (``source_line``; the whole ``unit`` of a repeating tail; ``context``)."""
+        if len(self.sites) != len(self.detections):
+            return [d.to_dict() for d in self.detections]
+        return [{**d.to_dict(), **site.to_dict()}
+                for d, site in zip(self.detections, self.sites)]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; detections as :meth:`Detection.to_dict`."""
+        """A JSON-ready dict; detections as :meth:`detection_dicts`."""
         return {
             "source": self.source,
             "stream": self.stream,
@@ -543,8 +588,37 @@ class StreamResult:
             "complete": self.complete,
             "deltas": self.deltas,
             "chars": self.chars,
-            "detections": [d.to_dict() for d in self.detections],
+            "detections": self.detection_dicts(),
         }
+
+
+class _Ring:
+    """The recent text of one channel view: at least ``keep`` code points before the last delta,
+    and all of the last delta. Amortised O(1) per delta."""
+
+    __slots__ = ("end", "held", "parts")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.held = 0  # code points in parts
+        self.end = 0  # code points appended in all
+
+    def add(self, text: str, keep: int) -> None:
+        if self.held > 2 * keep + 256:
+            kept = "".join(self.parts)[-keep:] if keep else ""
+            self.parts = [kept]
+            self.held = len(kept)
+        self.parts.append(text)
+        self.held += len(text)
+        self.end += len(text)
+
+    def slice(self, start: int, stop: int) -> str:
+        """View positions ``start`` … ``stop`` (clipped to what is held)."""
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+        held = self.parts[0] if self.parts else ""
+        base = self.end - len(held)
+        return held[max(start - base, 0):max(stop - base, 0)]
 
 
 @dataclass(slots=True)
@@ -552,52 +626,160 @@ class _Open:
     watcher: Watcher
     attempt: int
     detections: list[Detection] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
     deltas: int = 0
     chars: int = 0
+    last_line: int = 0
+    views: dict[str, _Ring] | None = None
+    units: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    before: dict[int, str] = field(default_factory=dict)
+    after: dict[int, str] = field(default_factory=dict)
+    waiting: list[int] = field(default_factory=list)  # detections still short of after-context
 
-    def result(self, source: str, stream: str, complete: bool) -> StreamResult:
-        self.detections.extend(self.watcher.finish())
+    def result(self, source: str, stream: str, complete: bool,
+               context: int | None) -> StreamResult:
+        found = self.watcher.finish()
+        self.note(found, self.last_line, context)
+        for i in self.waiting:  # the text ended before the after-context was full
+            self.fill_after(i, context or 0)
+        sites: tuple[Site, ...] = ()
+        if context is not None or any(self.lines):
+            sites = tuple(
+                Site(line, unit=self.units.get(i, (None, False))[0],
+                     unit_cut=self.units.get(i, (None, False))[1], before=self.before.get(i),
+                     after=self.after.get(i) if context else None)
+                for i, line in enumerate(self.lines))
         return StreamResult(source, stream, self.attempt, tuple(self.detections), self.deltas,
-                            self.chars, complete)
+                            self.chars, complete, sites)
+
+    def note(self, found: Sequence[Detection], line: int, context: int | None) -> None:
+        """Record the detections of one call: their line, and with ``context`` their unit and
+        the text before them."""
+        for d in found:
+            i = len(self.detections)
+            self.detections.append(d)
+            self.lines.append(line)
+            if self.views is None or context is None:
+                continue
+            view = self.views.get(d.channel)
+            if view is None:
+                continue
+            if d.period is not None and d.unit is not None:
+                cut = d.period > UNIT_MAX_CHARS
+                start = d.offset - d.period
+                self.units[i] = (view.slice(start, start + min(d.period, UNIT_MAX_CHARS)), cut)
+            if context:
+                self.before[i] = view.slice(d.offset - context, d.offset)
+                if view.end >= d.offset + context:
+                    self.fill_after(i, context)
+                else:
+                    self.waiting.append(i)
+
+    def fill_after(self, i: int, context: int) -> None:
+        d = self.detections[i]
+        assert self.views is not None
+        self.after[i] = self.views[d.channel].slice(d.offset, d.offset + context)
+
+    def grow(self, channel: str, text: str, keep: int, context: int) -> None:
+        """Append a delta to the views it feeds; fill the after-context that is now complete."""
+        assert self.views is not None
+        for name in (channel, "combined"):
+            self.views[name].add(text, keep)
+        if self.waiting:
+            still = []
+            for i in self.waiting:
+                d = self.detections[i]
+                if self.views[d.channel].end >= d.offset + context:
+                    self.fill_after(i, context)
+                else:
+                    still.append(i)
+            self.waiting = still
 
 
-def replay(events: Iterable[Event], ruleset: Ruleset | None = None) -> Iterator[StreamResult]:
+class Replayer:
+    """The state of :func:`replay`: one watcher per open stream. :meth:`push` an event, get the
+    results it ends; :meth:`close` ends the open streams (say, when reading was interrupted)."""
+
+    def __init__(self, ruleset: Ruleset | None = None, *, context: int | None = None) -> None:
+        if ruleset is None:
+            from .presets import default_ruleset
+
+            ruleset = default_ruleset()
+        if context is not None and (isinstance(context, bool) or not isinstance(context, int)
+                                    or context < 0):
+            raise ValueError(f"context must be None or an int >= 0, got {context!r}")
+        self.ruleset = ruleset
+        self.context = context
+        periods = [getattr(rule, "max_period", 0) for rule in getattr(ruleset, "rules", ())]
+        self.keep = max([*periods, UNIT_MAX_CHARS, context or 0])
+        self.open: dict[tuple[str, str], _Open] = {}
+        self.attempts: dict[tuple[str, str], int] = {}
+
+    def _start(self, key: tuple[str, str]) -> _Open:
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        state = _Open(self.ruleset.watcher(), self.attempts[key])
+        if self.context is not None:
+            state.views = {"text": _Ring(), "reasoning": _Ring(), "combined": _Ring()}
+        self.open[key] = state
+        return state
+
+    def push(self, event: Event) -> list[StreamResult]:
+        """Feed one event; return the results of the attempts it ended (none, or one)."""
+        key = (event.source, event.stream)
+        state = self.open.get(key)
+        done: list[StreamResult] = []
+        if event.type == "start" or (state is None and event.type != "end"):
+            if state is not None:
+                done.append(state.result(event.source, event.stream, False, self.context))
+            state = self._start(key)
+            state.last_line = event.line
+            if event.type == "start":
+                return done
+        if event.type == "end":
+            if state is not None:
+                del self.open[key]
+                state.last_line = event.line
+                done.append(state.result(event.source, event.stream, True, self.context))
+            return done
+        assert state is not None
+        state.last_line = event.line
+        if event.text:
+            channel = _DELTA_CHANNEL[event.type]
+            state.deltas += 1
+            state.chars += len(event.text)
+            if state.views is not None:
+                state.grow(channel, event.text, self.keep, self.context or 0)
+            found = state.watcher.feed(event.text, channel=channel)
+            if found:
+                state.note(found, event.line, self.context)
+        return done
+
+    def close(self) -> list[StreamResult]:
+        """End every open stream (incomplete), in the order the streams first appeared."""
+        done = [state.result(source, stream, False, self.context)
+                for (source, stream), state in self.open.items()]
+        self.open.clear()
+        return done
+
+
+def replay(events: Iterable[Event], ruleset: Ruleset | None = None, *,
+           context: int | None = None) -> Iterator[StreamResult]:
     """Feed events through ``ruleset`` (default: :func:`contextcare.default_ruleset`).
 
     Streams are told apart by ``(event.source, event.stream)``, so the same id in two files names
     two streams. Each attempt gets a fresh watcher; its result is yielded when the attempt ends
     (``end``, a new ``start``, or the end of ``events``, in the order the streams first appeared).
     Memory holds one watcher per stream that is open at the same time.
-    """
-    if ruleset is None:
-        from .presets import default_ruleset
 
-        ruleset = default_ruleset()
-    open_: dict[tuple[str, str], _Open] = {}
-    attempts: dict[tuple[str, str], int] = {}
+    Each result's ``sites`` say on which input line each detection fired. With ``context`` (an
+    int >= 0) the replay also keeps the recent text of each view, so the sites hold the whole
+    unit of a repeating tail and ``context`` code points of text before and after each detection
+    (0: the units only).
+    """
+    replayer = Replayer(ruleset, context=context)
     for event in events:
-        key = (event.source, event.stream)
-        state = open_.get(key)
-        if event.type == "start" or (state is None and event.type != "end"):
-            if state is not None:
-                yield state.result(event.source, event.stream, complete=False)
-            attempts[key] = attempts.get(key, 0) + 1
-            state = open_[key] = _Open(ruleset.watcher(), attempts[key])
-            if event.type == "start":
-                continue
-        if event.type == "end":
-            if state is not None:
-                del open_[key]
-                yield state.result(event.source, event.stream, complete=True)
-            continue
-        assert state is not None
-        channel = _DELTA_CHANNEL[event.type]
-        if event.text:
-            state.deltas += 1
-            state.chars += len(event.text)
-            state.detections.extend(state.watcher.feed(event.text, channel=channel))
-    for (source, stream), state in open_.items():
-        yield state.result(source, stream, complete=False)
+        yield from replayer.push(event)
+    yield from replayer.close()
 
 
 def scan(source: Source, ruleset: Ruleset | None = None, *,
