@@ -419,3 +419,55 @@ def test_a_terminal_gets_a_table_grouped_by_file(tmp_path: Path) -> None:
     assert rows and all(line.split()[1] in ('"alpha', "b", "b#2") for line in rows)
     status, _, err = run_in_terminal(["scan"], tmp_path, stdin_tty=True)
     assert status == 2 and "no FILE given" in err
+
+
+# --------------------------------------------------------------------------- help
+
+def _all_parsers() -> list[tuple[str, Any]]:
+    from contextcare import cli
+
+    out = []
+    todo = [("contextcare", cli.build_parser())]
+    while todo:
+        name, parser = todo.pop(0)
+        out.append((name, parser))
+        todo += [(f"{name} {sub}", p) for sub, p in cli._commands(parser).items()]
+    return out
+
+
+def test_every_option_says_what_it_does_and_its_default() -> None:
+    parsers = _all_parsers()
+    assert {name for name, _ in parsers} >= {
+        "contextcare scan", "contextcare memory rank", "contextcare help", "contextcare grade"}
+    for name, parser in parsers:
+        text = parser.format_help()
+        assert "example" in text and "exit status: 0" in text, name
+        if name.count(" ") == 0 or name == "contextcare memory":
+            continue
+        for action in parser._actions:
+            if action.dest in ("help", "version"):
+                continue
+            assert action.help and len(action.help) > 15, (name, action.dest)
+            assert "default" in action.help or "required" in action.help or (
+                action.nargs in ("*", None) and not action.option_strings), (name, action.dest)
+    top = parsers[0][1].format_help()
+    for word in ("replay", "fatigue", "wakefulness", "context rest", "fresh tokens",
+                 "clear-mind survey", "Oft-told"):
+        assert re.search(rf"^  {word}\s+\S", top, re.MULTILINE), word  # glossed
+
+
+def test_bare_command_help_version_and_usage_errors(tmp_path: Path) -> None:
+    bare = cc(cwd=tmp_path)
+    assert bare.returncode == 0 and bare.stdout.startswith("usage: contextcare")
+    assert all(f"\n    {c} " in bare.stdout for c in ("demo", "scan", "memory", "help"))
+    help_scan = cc("help", "scan", cwd=tmp_path)
+    assert help_scan.returncode == 0 and help_scan.stdout.startswith("usage: contextcare scan")
+    assert "PATH:LINE: STREAM RULE ACTION" in help_scan.stdout
+    version = cc("-V", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("contextcare ")
+    typo = cc("scan", "x.jsonl", "--fial-on", "abort", cwd=tmp_path)
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr.startswith("usage: contextcare scan ")
+    assert "unrecognized arguments: --fial-on abort (did you mean --fail-on?)" in typo.stderr
+    command = cc("scna", cwd=tmp_path)
+    assert command.returncode == 2 and "(did you mean scan?)" in command.stderr

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .detection import Detection
 from .errors import ContextCareError
@@ -811,6 +811,8 @@ def cmd_mindmap(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
     """The "Oft-told" memory anchors of a directory: rank, check or scaffold them."""
     memory = _require("memory", "memory anchors")
+    if getattr(args, "format", "text") == "json":
+        return _memory_json(memory, args, out)
     try:
         if args.memory_command == "rank":
             text = memory.rank_command(args.directory, today=args.today)  # date or None
@@ -830,6 +832,43 @@ def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"created {path}\n")
     if not created:
         out.write(f"{args.directory}: already set up; nothing created\n")
+    return 0
+
+
+def _memory_json(memory: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """``memory rank|check|init --format json``: the same facts as the text, as data."""
+    try:
+        if args.memory_command == "init":
+            created = memory.scaffold(args.directory)
+            _write_json({"folder": args.directory, "created": [str(p) for p in created]}, out)
+            return 0
+        folder = memory.load(args.directory)
+    except (OSError, TypeError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+    if args.memory_command == "check":
+        findings = memory.check(folder)
+        errors = sum(1 for f in findings if f.level == "error")
+        _write_json({"folder": str(folder.path), "ok": errors == 0, "errors": errors,
+                     "warnings": len(findings) - errors,
+                     "findings": [{"level": f.level, "code": f.code, "file": f.file,
+                                   "line": f.lineno, "message": f.en} for f in findings]}, out)
+        return 0 if errors == 0 else 1
+    today = args.today or datetime.date.today()
+    weights = memory.weigh(folder.anchors.anchors, folder.diaries, today=today)
+    view = [w for w in weights if w.anchor.place == "view"]
+    order = memory.sink_order(view)
+    rows = list(reversed(order)) + [w for w in weights if w.anchor.place == "sunk"]
+    cap = memory.DEFAULT_CAP
+    _write_json({
+        "folder": str(folder.path), "today": today.isoformat(), "cap": cap,
+        "in_view": len(view), "sunk": len(weights) - len(view),
+        "sinks_next": (order[0].anchor.handle or order[0].anchor.title)
+        if order and len(view) >= cap else None,
+        "anchors": [{"handle": w.anchor.handle, "title": w.anchor.title,
+                     "own_date": w.anchor.own_date.isoformat() if w.anchor.own_date else None,
+                     "recalls": w.n, "days_since": w.t, "stability": w.stability,
+                     "retention": w.weight, "place": w.anchor.place,
+                     "line": w.anchor.lineno} for w in rows]}, out)
     return 0
 
 
@@ -859,29 +898,151 @@ def _date(text: str) -> datetime.date:
         raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
 
 
+_EXIT = ("exit status: 0 success; 2 a usage error or an input that cannot be read.")
+_GLOSSARY = """\
+words used here:
+  replay             feed a recorded reply through the rules again, delta by delta, as it
+                     streamed
+  fatigue            how heavy the next request is against the context window, 0-100
+  wakefulness        how much of the conversation history the model still holds, 0-100
+  context rest       compaction: an older span of the conversation replaced by its summary
+  fresh tokens       new material in a span: not a summary, a checkpoint or a notice
+  clear-mind survey  an outline of the conversation for the model, one line per message
+  Oft-told anchors   a short Markdown list of facts an agent is reminded of (memory)
+"""
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Wraps descriptions and epilogs to the terminal but keeps their line breaks (examples,
+    exit statuses, the glossary); continuation lines keep the line's indent."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=30)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out = []
+        for line in text.splitlines():
+            lead = line[:len(line) - len(line.lstrip())]
+            hang = lead + " " * (len(line) - len(line.lstrip()) and 2)
+            out.append(textwrap.fill(line.strip(), width, initial_indent=indent + lead,
+                                     subsequent_indent=indent + hang) if line.strip() else "")
+        return "\n".join(out)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors suggest the close option or command ("did you mean")."""
+
+    def error(self, message: str) -> Any:  # -> NoReturn
+        import difflib
+        import re
+
+        words: list[str] = []
+        match = re.search(r"invalid choice: '([^']*)'", message)
+        if match:
+            choices = re.findall(r"'([^']*)'", message.split("choose from", 1)[-1])
+            words = difflib.get_close_matches(match.group(1), choices, n=1)
+        elif message.startswith("unrecognized arguments: "):
+            options = [o for a in self._actions for o in a.option_strings]
+            for word in message.split(": ", 1)[1].split():
+                if word.startswith("-"):
+                    words += difflib.get_close_matches(word.split("=")[0], options, n=1)
+        if words:
+            message += f" (did you mean {' '.join(words)}?)"
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _command_parser(parser: argparse.ArgumentParser,
+                    args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the command ``args`` were parsed for."""
+    target = parser
+    for name in (getattr(args, "command", None), getattr(args, "memory_command", None)):
+        commands = _commands(target)
+        if name not in commands:
+            break
+        target = commands[name]
+    return target
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of ``parser`` by name (none: empty)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return cast("dict[str, argparse.ArgumentParser]", action.choices)
+    return {}
+
+
+def _help_command(args: argparse.Namespace, out: TextIO) -> int:
+    """``contextcare help [COMMAND [ACTION]]``: the help of the command (or of all)."""
+    target = args.parser
+    for name in args.topic:
+        commands = _commands(target)
+        if name not in commands:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(commands), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise CommandError(f"no command {name!r}{hint}; the commands are"
+                               f" {', '.join(commands)}")
+        target = commands[name]
+    out.write(target.format_help())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``contextcare`` command."""
     from . import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="contextcare",
+    parser = _ArgumentParser(
+        prog="contextcare", formatter_class=_Formatter,
         description="Watch LLM reply streams for degenerate loops and anxious reasoning; grade"
-                    " context load; plan compaction.")
-    parser.add_argument("--version", action="version", version=f"contextcare {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+                    " context load; plan compaction.",
+        epilog="examples:\n  contextcare demo\n  contextcare scan traces/ --fail-on abort\n"
+               "  contextcare help scan\n\n" + _GLOSSARY + "\nexit status: 0 success;"
+               " 1 scan --fail-on matched (or memory check found problems); 2 a usage error or"
+               " an input that cannot be read.")
+    parser.add_argument("-V", "--version", action="version", version=f"contextcare {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
 
     p = sub.add_parser("demo", help="replay the bundled sample traces and show what fires",
+                       formatter_class=_Formatter,
                        description="Replay the bundled sample traces (a clean answer, a reasoning"
                                    " loop, a 3-line cycle, a newline-free flood, anxious"
                                    " reasoning in Chinese and English) through the default"
-                                   " rules; print the detections and the measured throughput.")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+                                   " rules (feed each recorded reply again, delta by delta, as"
+                                   " it streamed); print the detections and the measured"
+                                   " throughput.",
+                       epilog="example:\n  contextcare demo --format json\n\n" + _EXIT)
+    p.add_argument("--format", choices=("text", "table", "json"), default="text",
+                   help="text: a table and the throughput; json: one JSON document"
+                        " (default: %(default)s)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("scan", help="replay recorded trace files and report detections",
-                       description="Replay trace files: contextcare JSONL events or OpenAI"
-                                   " chat-completion chunk streams (JSON lines or SSE 'data:'"
-                                   " lines), plain or gzip, many streams interleaved.")
+                       formatter_class=_Formatter,
+                       description="Replay recorded replies through the rules (feed them again,"
+                                   " delta by delta, as they streamed) and report what fires."
+                                   " Reads contextcare events (JSON lines), OpenAI"
+                                   " chat-completion chunks (JSON lines or SSE 'data:' lines)"
+                                   " and saved OpenAI chat completions (one per line, one JSON"
+                                   " document or a list), plain or gzip, many streams"
+                                   " interleaved; plain text with --as-text.",
+                       epilog="output: on a terminal, a table per file; in a pipe, one record"
+                              " per line:\n  PATH:LINE: STREAM RULE ACTION (CHANNEL, char"
+                              " OFFSET) EVIDENCE\nLINE is the input line at which the rule"
+                              " fired; OFFSET counts characters (code points) of the\nchannel."
+                              " The summary goes to stderr in a pipe.\n\n"
+                              "examples:\n  contextcare scan traces/ --fail-on abort\n"
+                              "  contextcare scan capture.sse.gz -C 40\n"
+                              "  contextcare scan reply.txt --as-text --channel reasoning\n"
+                              "  curl -sN ... | contextcare scan --format jsonl\n\n"
+                              "exit status: 0 nothing matched --fail-on (or no --fail-on);"
+                              " 1 a detection asked for the\n--fail-on action; 2 a usage"
+                              " error, a file that cannot be read or is not a trace, or a"
+                              "\nmalformed line under --fail-on or --strict.")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="a trace file, a folder (walked recursively, sorted, hidden files"
                         " skipped), or - for standard input (default: standard input when it"
@@ -890,105 +1051,209 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the default rules, or a TOML rules file (default: %(default)s)")
     p.add_argument("--format", choices=("text", "table", "json", "jsonl", "parquet"),
                    default=None,
-                   help="text (default): a table; json: one JSON document; jsonl: one JSON"
-                        " line per detection. --engine ray: parquet (default) or jsonl rows"
-                        " in --output")
+                   help="text: a table on a terminal, one record per line in a pipe; table:"
+                        " always the table; json: one JSON document; jsonl: one JSON line per"
+                        " detection and a closing summary line. --engine ray: parquet or jsonl"
+                        " rows in --output (default: text; parquet with --engine ray)")
     p.add_argument("--fail-on", choices=("abort", "remind"), default=None,
                    help="exit with status 1 if a detection asks for this action (remind also"
-                        " matches abort)")
+                        " matches abort); a skipped line then fails the run with status 2"
+                        " (default: report only, exit 0)")
     p.add_argument("--strict", action="store_true",
-                   help="stop at the first malformed line (exit status 2)")
-    p.add_argument("--as-text", action="store_true",
-                   help="read each FILE as the plain text of one reply (a stream named"
-                        " 'reply'), not as a trace")
-    p.add_argument("--channel", choices=("text", "reasoning"), default=None,
-                   help="with --as-text: the channel the text is fed on (default: text, the"
-                        " visible answer)")
-    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="local: this process (default); ray: Ray Data over the cores or nodes"
-                        " of a cluster (pip install 'contextcare[ray]'), rows to --output")
-    p.add_argument("--output", default=None, metavar="DIR",
-                   help="--engine ray: write rows here (Parquet, or JSON lines with"
-                        " --format jsonl)")
+                   help="stop at the first malformed line, with status 2 (default: warn, skip"
+                        " the line and go on)")
     p.add_argument("-C", "--context", type=_count, default=0, metavar="N",
                    help="show N characters of the stream before and after each detection, as"
                         " replayed on the detection's channel (default: 0, none)")
+    p.add_argument("--as-text", action="store_true",
+                   help="read each FILE as the plain text of one reply (a stream named"
+                        " 'reply'), not as a trace (default: off; plain text is refused)")
+    p.add_argument("--channel", choices=("text", "reasoning"), default=None,
+                   help="with --as-text: the channel the text is fed on; reasoning-only rules"
+                        " (time-anxiety, context-anxiety) watch 'reasoning' (default: text, the"
+                        " visible answer)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="never show a progress bar (default: a bar on stderr when it is a"
+                        " terminal and the input is over 1 MiB)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process; ray: Ray Data over the cores or nodes of a"
+                        " cluster (pip install 'contextcare[ray]'), rows to --output (default:"
+                        " %(default)s)")
+    p.add_argument("--output", default=None, metavar="DIR",
+                   help="--engine ray: the folder to write rows to, as Parquet or, with"
+                        " --format jsonl, JSON lines (required with --engine ray)")
     p.add_argument("--overwrite", action="store_true",
-                   help="--engine ray: write into a non-empty --output folder")
+                   help="--engine ray: write into a non-empty --output folder (default: refuse)")
     p.add_argument("--address", default=None, metavar="ADDR",
-                   help="--engine ray: the Ray cluster to join (default: start a local one)")
+                   help="--engine ray: the Ray cluster to join, e.g. auto or"
+                        " ray://head:10001 (default: start a local one)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="--engine ray: show Ray's own log lines (default: hidden)")
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("rules", help="list the rules of the defaults or of a rules file",
-                       description="Compile and list a rule set: the defaults, or a TOML rules"
-                                   " file (which this validates).")
-    p.add_argument("--rules", default="default", metavar="default|RULES.toml")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+                       formatter_class=_Formatter,
+                       description="Compile and list a rule set and the ruleset [options] in"
+                                   " effect: the defaults, or a TOML rules file (which this"
+                                   " validates: an error names the file, the rule and the"
+                                   " field).",
+                       epilog="example:\n  contextcare rules --rules examples/rules.toml\n\n"
+                              + _EXIT)
+    p.add_argument("--rules", default="default", metavar="default|RULES.toml",
+                   help="the default rules, or a TOML rules file (default: %(default)s)")
+    p.add_argument("--format", choices=("text", "table", "json"), default="text",
+                   help="text: a table; json: the rules and options as one JSON document"
+                        " (default: %(default)s)")
     p.set_defaults(func=cmd_rules)
 
     p = sub.add_parser("grade", help="fatigue and wakefulness of a context load",
-                       description="Grade a request: fatigue from the load against the capacity,"
-                                   " wakefulness from the retained history. Without --capacity"
-                                   " the status is uncalibrated.")
+                       formatter_class=_Formatter,
+                       description="Grade a request. Fatigue (0-100): how heavy the next request"
+                                   " is against the usable window; graded normal, elevated from"
+                                   " 30, high from 60, very-high from 85. Wakefulness (0-100):"
+                                   " how much history the model still holds, against a third of"
+                                   " the window; graded low, normal from 30, elevated from 60,"
+                                   " high from 85 (high is good). Without --capacity the status"
+                                   " is uncalibrated. Also prints the notice the model would"
+                                   " read (grades and advice, never the numbers).",
+                       epilog="example:\n  contextcare grade --load 60000 --retained 10000"
+                              " --capacity 100000\n\n" + _EXIT)
     p.add_argument("--load", type=_count, required=True, metavar="N",
-                   help="tokens of the next request")
+                   help="tokens of the next request (required)")
     p.add_argument("--retained", type=_count, required=True, metavar="N",
-                   help="tokens of history the model still holds")
+                   help="tokens of history the model still holds (required)")
     p.add_argument("--capacity", type=_count, default=None, metavar="N",
-                   help="usable context window, in tokens")
-    p.add_argument("--lang", choices=("en", "zh"), default="en")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+                   help="usable context window, in tokens (default: unknown, uncalibrated)")
+    p.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="language of the notice for the model (default: %(default)s)")
+    p.add_argument("--format", choices=("text", "table", "json"), default="text",
+                   help="text: the figures, a gauge and the notice; json: one JSON document"
+                        " (default: %(default)s)")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("plan", help="which span of a conversation to compact",
-                       description="Plan a compaction (context rest) of a conversation: a JSON"
-                                   " list of OpenAI-format messages, or a request body with"
-                                   " 'messages'.")
-    p.add_argument("conversation", metavar="CONVERSATION.json")
+                       formatter_class=_Formatter,
+                       description="Plan a context rest (a compaction: an older span of the"
+                                   " conversation replaced by its summary) of a conversation: a"
+                                   " JSON list of OpenAI-format messages, or a request body with"
+                                   " 'messages'. The system prompt and a recent tail stay"
+                                   " verbatim; a tool call and its results are never split.",
+                       epilog="example:\n  contextcare plan conversation.json --capacity"
+                              " 128000\n\n" + _EXIT)
+    p.add_argument("conversation", metavar="CONVERSATION.json",
+                   help="the conversation, or - for standard input")
     p.add_argument("--capacity", type=_count, required=True, metavar="N",
-                   help="usable context window, in tokens")
-    p.add_argument("--retain-ratio", type=_ratio, default=None, metavar="R")
-    p.add_argument("--min-fresh-tokens", type=_count, default=None, metavar="N")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+                   help="usable context window, in tokens (required)")
+    p.add_argument("--retain-ratio", type=_ratio, default=None, metavar="R",
+                   help="share of the window kept verbatim at the end, between 0 and 1"
+                        " (default: 0.16)")
+    p.add_argument("--min-fresh-tokens", type=_count, default=None, metavar="N",
+                   help="least new material (tokens not already a summary, a checkpoint or a"
+                        " notice) worth compacting (default: 1024)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: the plan in words; json: one JSON document (default:"
+                        " %(default)s)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("mindmap", help="the clear-mind survey of a conversation",
-                       description="Render the clear-mind survey of a conversation: stable ids,"
-                                   " token weights, one-line previews.")
-    p.add_argument("conversation", metavar="CONVERSATION.json")
-    p.add_argument("--lang", choices=("en", "zh"), default="en")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+                       formatter_class=_Formatter,
+                       description="Render the clear-mind survey of a conversation: the outline"
+                                   " the model is shown of its own context, one line per message"
+                                   " with a stable id, its weight in tokens and a preview.",
+                       epilog="example:\n  contextcare mindmap conversation.json\n\n" + _EXIT)
+    p.add_argument("conversation", metavar="CONVERSATION.json",
+                   help="a JSON list of OpenAI-format messages, or a request body with"
+                        " 'messages'; - for standard input")
+    p.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="language of the survey (default: %(default)s)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: the survey as the model reads it; json: its nodes (default:"
+                        " %(default)s)")
     p.set_defaults(func=cmd_mindmap)
 
-    p = sub.add_parser("memory", help="the Oft-told memory anchors of a directory")
-    msub = p.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
-    m = msub.add_parser("rank", help="rank the anchors by recall (forgetting curve)")
-    m.add_argument("directory", metavar="DIR")
-    m.add_argument("--today", type=_date, default=None, metavar="YYYY-MM-DD")
-    m = msub.add_parser("check", help="check the anchor list (exit status 1 on problems)")
-    m.add_argument("directory", metavar="DIR")
-    m = msub.add_parser("init", help="create an empty anchor list and diary folder")
-    m.add_argument("directory", metavar="DIR")
+    p = sub.add_parser("memory", help="the Oft-told memory anchors of a directory",
+                       formatter_class=_Formatter,
+                       description="Oft-told memory anchors: a short Markdown list"
+                                   " (ofttold.md) of facts an agent is reminded of, ranked by a"
+                                   " forgetting curve over the diary files that recall them.",
+                       epilog="examples:\n  contextcare memory init notes/\n"
+                              "  contextcare memory check notes/\n"
+                              "  contextcare memory rank notes/ --today 2026-01-31\n\n"
+                              "exit status: 0 success; 1 memory check found problems; 2 a"
+                              " usage error or a folder that cannot be read.")
+    msub = p.add_subparsers(dest="memory_command", metavar="ACTION", required=True,
+                            parser_class=_ArgumentParser)
+    m = msub.add_parser("rank", help="rank the anchors by recall (forgetting curve)",
+                        formatter_class=_Formatter,
+                        description="Rank the anchors by how well they are recalled: n recalls"
+                                    " in the diary, t days since the last, S stability, R"
+                                    " retention; the weakest sinks first when the list is"
+                                    " full.",
+                        epilog="example:\n  contextcare memory rank notes/\n\n" + _EXIT)
+    m.add_argument("directory", metavar="DIR", help="the memory folder")
+    m.add_argument("--today", type=_date, default=None, metavar="YYYY-MM-DD",
+                   help="the day to rank as of (default: today)")
+    m.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: a table; json: one JSON document (default: %(default)s)")
+    m = msub.add_parser("check", help="check the anchor list (exit status 1 on problems)",
+                        formatter_class=_Formatter,
+                        description="Check a memory folder: the anchor file, its vocabulary, the"
+                                    " cap, the dates; errors and warnings.",
+                        epilog="example:\n  contextcare memory check notes/\n\nexit status: 0"
+                               " ok; 1 errors found; 2 a usage error.")
+    m.add_argument("directory", metavar="DIR", help="the memory folder")
+    m.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: one finding per line; json: one JSON document (default:"
+                        " %(default)s)")
+    m = msub.add_parser("init", help="create an empty anchor list and diary folder",
+                        formatter_class=_Formatter,
+                        description="Create the shells of a memory folder (ofttold.md,"
+                                    " emotions.md, notes.md, diary/); what exists is left alone.",
+                        epilog="example:\n  contextcare memory init notes/\n\n" + _EXIT)
+    m.add_argument("directory", metavar="DIR", help="the folder to set up (created if missing)")
+    m.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: one line per file created; json: the list (default:"
+                        " %(default)s)")
     p.set_defaults(func=cmd_memory)
 
     p = sub.add_parser("serve", help="a guarding OpenAI-compatible gateway in front of a server",
-                       description="Relay an OpenAI-compatible server and guard every stream"
-                                   " (pip install 'contextcare[serve]'). Flags override the"
-                                   " [serve] table of --config; see the README's Serving section.")
-    p.add_argument("--upstream", metavar="URL", help="e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--config", metavar="FILE.toml", help="settings in a [serve] table")
-    p.add_argument("--host", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="listen port (default 8765)")
-    p.add_argument("--rules", metavar="RULES.toml", help="a rules file (default: the defaults)")
-    p.add_argument("--lang", choices=("en", "zh"), help="language of the notices")
+                       formatter_class=_Formatter,
+                       description="Relay an OpenAI-compatible server and guard every stream that"
+                                   " passes (pip install 'contextcare[serve]'): a loop aborts the"
+                                   " reply and closes the upstream request. Flags override the"
+                                   " [serve] table of --config; see the README's Serving section.",
+                       epilog="example:\n  contextcare serve --upstream http://127.0.0.1:8000/v1\n\n"
+                              "exit status: 0 stopped cleanly; 2 a usage or configuration error.")
+    p.add_argument("--upstream", metavar="URL",
+                   help="the OpenAI-compatible server to guard, e.g. http://127.0.0.1:8000/v1"
+                        " (required, here or in --config)")
+    p.add_argument("--config", metavar="FILE.toml",
+                   help="settings in a [serve] table (default: none)")
+    p.add_argument("--host", help="listen address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port (default: 8765)")
+    p.add_argument("--rules", metavar="RULES.toml",
+                   help="a rules file (default: the default rules)")
+    p.add_argument("--lang", choices=("en", "zh"),
+                   help="language of the notices sent to the model (default: en)")
     p.add_argument("--auto-continue", action=argparse.BooleanOptionalAction, default=None,
-                   help="after an abort, continue the reply in the same client stream")
-    p.add_argument("--max-consecutive-aborts", type=int, metavar="N")
-    p.add_argument("--abort-finish-reason", choices=("content_filter", "stop", "length"))
+                   help="after an abort, ask the upstream to continue and splice the"
+                        " continuation into the same client stream (default: off)")
+    p.add_argument("--max-consecutive-aborts", type=int, metavar="N",
+                   help="auto-continue stops after N aborts in a row (default: the Guard's, 2)")
+    p.add_argument("--abort-finish-reason", choices=("content_filter", "stop", "length"),
+                   help="finish_reason of the last chunk after an abort (default: content_filter)")
     p.add_argument("--log-level", default="INFO",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                   choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="log level (default: %(default)s)")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("help", help="show the help of a command",
+                       formatter_class=_Formatter,
+                       description="Show the help of a command (or of contextcare).",
+                       epilog="examples:\n  contextcare help scan\n  contextcare help memory"
+                              " rank\n\n" + _EXIT)
+    p.add_argument("topic", nargs="*", metavar="COMMAND", help="a command, and an action of it")
+    p.set_defaults(func=_help_command, parser=parser)
     return parser
 
 
@@ -1011,8 +1276,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(AttributeError, ValueError):  # no SIGPIPE on Windows
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # name the subcommand's usage, not the top-level one (and suggest an option)
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
     out = sys.stdout
+    if args.command is None:  # `contextcare` alone: the full help
+        out.write(parser.format_help())
+        return 0
     try:
         status: int = args.func(args, out)
         out.flush()
