@@ -140,6 +140,7 @@ def test_a_damaged_gzip_does_not_discard_the_other_files(tmp_path: Path) -> None
     (["--format", "parquet"], "--format parquet is for --engine ray"),
     (["--engine", "ray", "--format", "table"], "--format table is for the local engine"),
     (["--channel", "reasoning"], "--channel is for --as-text"),
+    (["--engine", "ray", "--output", "."], "--output .: the folder is not empty"),
 ])
 def test_impossible_combinations_are_usage_errors(tmp_path: Path, argv: list[str],
                                                  message: str) -> None:
@@ -471,3 +472,76 @@ def test_bare_command_help_version_and_usage_errors(tmp_path: Path) -> None:
     assert "unrecognized arguments: --fial-on abort (did you mean --fail-on?)" in typo.stderr
     command = cc("scna", cwd=tmp_path)
     assert command.returncode == 2 and "(did you mean scan?)" in command.stderr
+
+
+# --------------------------------------------------------------------------- say what the output is
+
+def _conversation(path: Path) -> Path:
+    messages = [
+        {"role": "system", "content": "You are a coding assistant."},
+        {"role": "user", "content": "Refactor the parser. " + "Details follow. " * 400},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "read_file", "arguments": '{"path": "parser.py"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "def parse(x): ...\n" * 200},
+        {"role": "assistant", "content": "The parser is a stub; I rewrote it."},
+        {"role": "user", "content": "Now add tests."},
+        {"role": "assistant", "content": "Added tests for parse()."},
+    ]
+    path.write_text(json.dumps({"messages": messages}))
+    return path
+
+
+def test_grade_plan_and_rules_say_what_their_output_is(tmp_path: Path) -> None:
+    grade = cc("grade", "--load", "60000", "--retained", "10000", "--capacity", "100000",
+               cwd=tmp_path)
+    lines = grade.stdout.splitlines()
+    assert lines[0].split() == ["figure", "value", "grade", "scale", "(0-100)"]
+    assert "normal < 30 ≤ elevated < 60 ≤ high < 85 ≤ very-high" in grade.stdout
+    assert "low < 30 ≤ normal < 60 ≤ elevated < 85 ≤ high" in grade.stdout
+    notice = lines.index("Notice for the model (grades and advice, never the numbers):")
+    assert "65.0" not in "\n".join(lines[notice:]) and "high" in lines[notice + 1]
+    assert all(line == line.rstrip() for line in lines)
+    _conversation(tmp_path / "conv.json")
+    plan = cc("plan", "conv.json", "--capacity", "2000", "--min-fresh-tokens", "10",
+              cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    span = plan.stdout.splitlines()[1]
+    assert span.startswith("The span holds ") and "tool round" in span
+    assert "holds the first user message" in span and "stays with its results" in span
+    assert re.search(r"~\d+% of the 2,000-token capacity", span)
+    (tmp_path / "rules.toml").write_text("defaults = true\n[options]\nline_window = 120\n")
+    rules = cc("rules", "--rules", "rules.toml", cwd=tmp_path)
+    assert rules.stdout.splitlines()[-1] == (
+        "[options] in effect: line_window = 120, min_line_chars = 2, evidence_chars = 600,"
+        " mask_code_fences = true")
+
+
+def test_terminal_extras_gauge_and_model_text_label(tmp_path: Path) -> None:
+    _conversation(tmp_path / "conv.json")
+    status, out, _ = run_in_terminal(["grade", "--load", "60000", "--retained", "10000",
+                                      "--capacity", "100000"], tmp_path)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert status == 0 and "gauge" in plain and "█" * 13 + "░" * 7 in plain
+    status, out, _ = run_in_terminal(["mindmap", "conv.json"], tmp_path)
+    assert status == 0
+    assert out.startswith("Clear-mind survey, the text written for the model:")
+    piped = cc("mindmap", "conv.json", cwd=tmp_path)
+    assert piped.stdout == out.split("\n", 2)[2]  # in a pipe: the model's text alone
+
+
+def test_memory_commands_speak_json(tmp_path: Path) -> None:
+    init = cc("memory", "init", "mem", "--format", "json", cwd=tmp_path)
+    assert json.loads(init.stdout)["created"][:2] == ["mem", os.path.join("mem", "ofttold.md")]
+    with (tmp_path / "mem" / "ofttold.md").open("a") as f:
+        f.write("- 2026-01-02 **parser** keeps state per file\n")
+    check = cc("memory", "check", "mem", "--format", "json", cwd=tmp_path)
+    doc = json.loads(check.stdout)
+    assert check.returncode == (0 if doc["ok"] else 1)
+    assert doc["errors"] == sum(f["level"] == "error" for f in doc["findings"])
+    rank = cc("memory", "rank", "mem", "--today", "2026-02-01", "--format", "json",
+              cwd=tmp_path)
+    ranked = json.loads(rank.stdout)
+    assert ranked["today"] == "2026-02-01"
+    (anchor,) = ranked["anchors"]
+    assert anchor["own_date"] == "2026-01-02" and anchor["days_since"] == 30

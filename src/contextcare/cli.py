@@ -75,6 +75,16 @@ def _console(file: TextIO | None = None, *, stderr: bool = False) -> Console:
     return console
 
 
+def _show(console: Console, renderable: Any) -> None:
+    """Print a table: as is on a terminal; elsewhere without the padding at the ends of lines."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    with console.capture() as captured:
+        console.print(renderable)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
 def _quote(text: str, limit: int = 40) -> str:
     """``text`` as a short double-quoted literal: control characters escaped, CJK kept."""
     body = json.dumps(text[:limit], ensure_ascii=False)
@@ -198,8 +208,8 @@ def _print_by_source(console: Console, results: Sequence[StreamResult]) -> None:
         by_source.setdefault(r.source, []).append(r)
     for source, group in by_source.items():
         console.print(Text(source, style="bold magenta"))
-        console.print(_detections_table(group, show_clean=False, width=console.width,
-                                        lines=True))
+        _show(console, _detections_table(group, show_clean=False, width=console.width,
+                                         lines=True))
         console.print()
 
 
@@ -269,22 +279,31 @@ def _rule_rows(spec: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _rule_options(spec: str) -> dict[str, Any]:
+    """The ruleset options a rules spec compiles with (the file's ``[options]`` over the
+    defaults of :class:`~contextcare.Ruleset`)."""
+    options = _load_ruleset(spec).options
+    return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+
+
 def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
     """List the rules of ``--rules`` (the defaults, or a rules file after validating it)."""
     rows = _rule_rows(args.rules)
     if args.format == "json":
-        _write_json(rows, out)
+        _write_json(rows, out)  # a list of rules (the options: rules --format text)
         return 0
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_header=True, header_style="bold")
-    for name in ("id", "type", "channel", "action", "settings"):
-        table.add_column(name, overflow="fold")
+    table = _table("id", "type", "channel", "action", "settings")
+    for column in table.columns:
+        column.overflow = "fold"
     for row in rows:
         settings = ", ".join(f"{k}={v!r}" for k, v in row["fields"].items())
         table.add_row(Text(row["id"]), row["type"], row["channel"], row["action"], Text(settings))
-    _console(out).print(table)
+    console = _console(out)
+    _show(console, table)
+    options = ", ".join(f"{k} = {json.dumps(v)}" for k, v in _rule_options(args.rules).items())
+    console.print(Text(f"[options] in effect: {options}"))
     return 0
 
 
@@ -544,8 +563,9 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     for option in ("output", "address"):
         if getattr(args, option) is not None:
             raise CommandError(f"--{option} is for --engine ray")
-    if args.overwrite:
-        raise CommandError("--overwrite is for --engine ray")
+    for option, value in (("overwrite", args.overwrite), ("verbose", args.verbose)):
+        if value:
+            raise CommandError(f"--{option} is for --engine ray")
     ruleset = _load_ruleset(args.rules)
     files = _expand_inputs(args.files)
     sizes = _input_sizes(files)
@@ -685,7 +705,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     out.write("Bundled sample traces through default_ruleset():\n")
     console = _console(out)
-    console.print(_detections_table(results, show_clean=True, width=console.width))
+    _show(console, _detections_table(results, show_clean=True, width=console.width))
     out.write(_summary_line(_summary(results)) + "\n")
     out.write(
         f"Throughput ({engine}, Watcher.feed, one Python call per delta):"
@@ -721,21 +741,31 @@ def cmd_grade(args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "json":
         _write_json({**status.to_dict(), "text": text}, out)
         return 0
-    from rich.table import Table
     from rich.text import Text
 
+    console = _console(out)
     colours = grades.status_colours(status)
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_column("grade")
-    for name, value, grade, colour in (
-        ("fatigue", status.fatigue, status.fatigue_grade, colours[0]),
-        ("wakefulness", status.wakefulness, status.wakefulness_grade, colours[1]),
+    table = _table("figure", "value", "grade", "scale (0-100)")
+    table.columns[1].justify = "right"
+    gauge = console.is_terminal
+    if gauge:
+        table.add_column("gauge", no_wrap=True)
+    cuts = [f"{c:g}" for c in grades.GRADE_CUTS]
+    for name, value, grade, colour, names in (
+        ("fatigue", status.fatigue, status.fatigue_grade, colours[0], grades.FATIGUE_GRADES),
+        ("wakefulness", status.wakefulness, status.wakefulness_grade, colours[1],
+         grades.WAKEFULNESS_GRADES),
     ):
+        style = grades.COLOURS.get(colour, "")
         shown = "—" if value is None else f"{value:.1f}"
-        table.add_row(name, shown, Text(grade, style=grades.COLOURS.get(colour, "")))
-    _console(out).print(table)
+        scale = f"{names[0]} < {cuts[0]} ≤ {names[1]} < {cuts[1]} ≤ {names[2]} < {cuts[2]} ≤ {names[3]}"
+        row = [name, shown, Text(grade, style=style), scale]
+        if gauge:
+            filled = 0 if value is None else round(value / 5)
+            row.append(Text("█" * filled, style=style) + Text("░" * (20 - filled), style="dim"))
+        table.add_row(*row)
+    _show(console, table)
+    out.write("\nNotice for the model (grades and advice, never the numbers):\n")
     out.write(text + "\n")
     return 0
 
@@ -787,7 +817,32 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
         _write_json({"kind": kind, **dataclasses.asdict(result)}, out)
     else:
         out.write(_plan_text(result) + "\n")
+        if not isinstance(result, planner.Refusal):
+            out.write(_span_text(messages, result, args.capacity) + "\n")
     return 0
+
+
+def _span_text(messages: Sequence[dict[str, Any]], plan: Any, capacity: int) -> str:
+    """What the span of a plan holds, in words."""
+    span = messages[plan.start_index:plan.end_index + 1]
+    roles: dict[str, int] = {}
+    for message in span:
+        role = str(message.get("role"))
+        roles[role] = roles.get(role, 0) + 1
+    rounds = sum(1 for m in span if m.get("role") == "assistant" and m.get("tool_calls"))
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+    held = ", ".join(f"{n} {role}" for role, n in roles.items())
+    count = f"{len(span)} message" + ("s" if len(span) != 1 else "")
+    tools = f"{rounds} tool round" + ("s" if rounds != 1 else "")
+    first = ("holds the first user message (the original request: keep its gist in the"
+             " summary)" if first_user is not None
+             and plan.start_index <= first_user <= plan.end_index
+             else "leaves the first user message in place")
+    share = plan.freed_tokens / capacity * 100 if capacity else 0.0
+    return (f"The span holds {count} ({held}) and {tools}, ~{share:.0f}%"
+            f" of the {capacity:,}-token capacity; it {first}. Each tool call stays with its"
+            " results (the cut falls where no call is open); the system prompt and the recent"
+            " tail stay verbatim.")
 
 
 def cmd_mindmap(args: argparse.Namespace, out: TextIO) -> int:
@@ -802,6 +857,8 @@ def cmd_mindmap(args: argparse.Namespace, out: TextIO) -> int:
         _write_json({"latest_end": survey.latest_end, "surface_tokens": survey.surface_tokens,
                      "nodes": [dataclasses.asdict(node) for node in survey.nodes]}, out)
     else:
+        if out.isatty():  # in a pipe the text goes on as is, ready for the model
+            out.write("Clear-mind survey, the text written for the model:\n\n")
         out.write(survey.render(lang=args.lang).rstrip("\n") + "\n")
     return 0
 

@@ -304,11 +304,13 @@ def _first_fatal(rows: ray.data.Dataset) -> TraceFormatError:
     return TraceFormatError(first["source"], first["error_line"], first["error"])
 
 
-def _start(address: str | None, num_cpus: int | None) -> bool:
-    """Connect to Ray (``address``) or start a local instance; True when this call started it."""
+def _start(address: str | None, num_cpus: int | None, verbose: bool = False) -> bool:
+    """Connect to Ray (``address``) or start a local instance; True when this call started it.
+    Ray's own log lines (and the workers' output) reach the terminal only when ``verbose``."""
     if ray.is_initialized():
         return False
-    options: dict[str, Any] = {"logging_level": logging.WARNING}
+    options: dict[str, Any] = {"logging_level": logging.INFO if verbose else logging.ERROR,
+                               "log_to_driver": verbose}
     if address is None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, **options)
     else:
@@ -321,10 +323,11 @@ def _start(address: str | None, num_cpus: int | None) -> bool:
 def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Ruleset | None = None,
              fmt: str = "parquet", address: str | None = None, num_cpus: int | None = None,
              workers: int | None = None, strict: bool = False,
-             progress: bool = False) -> dict[str, int]:
+             progress: bool = False, verbose: bool = False) -> dict[str, int]:
     """Scan ``paths`` (files, directories or URIs Ray Data can read: ``s3://``, ``gs://``, …) and
     write the rows to the directory ``output`` as ``fmt`` (``parquet`` or ``jsonl``, one file
-    per block); return the :func:`summarize` counts.
+    per block); return the :func:`summarize` counts. Ray's own log lines are shown only when
+    ``verbose``.
 
     Ray is used as found when already initialized; otherwise ``address`` (``auto``,
     ``ray://head:10001``, …) joins a running cluster, and no ``address`` starts a local Ray on
@@ -338,10 +341,10 @@ def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Rulese
         raise RayScanError(f"paths must be a non-empty list of paths, got {paths!r}")
     if "-" in paths:
         raise RayScanError("the Ray engine cannot read standard input ('-'); pass files")
-    started = _start(address, num_cpus)
+    started = _start(address, num_cpus, verbose)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = progress
-        if not progress:  # the per-execution INFO lines are progress reports too
+        if not (progress or verbose):  # the per-execution INFO lines are progress reports too
             logging.getLogger("ray.data").setLevel(logging.WARNING)
         try:
             files = read_files(paths)
@@ -378,7 +381,8 @@ def cmd_scan(args: Any, out: TextIO) -> int:
         raise RayScanError("--engine ray needs --output DIR for the rows")
     summary = run_scan(args.files, args.output, ruleset=_load_ruleset(args.rules), fmt=fmt,
                        address=args.address, strict=args.strict,
-                       progress=not args.no_progress and sys.stderr.isatty())
+                       progress=not args.no_progress and sys.stderr.isatty(),
+                       verbose=bool(getattr(args, "verbose", False)))
     out.write(_summary_line(summary) + f"; rows written to {args.output}\n")
     if summary["errors"]:
         sys.stderr.write(f"contextcare scan: {summary['errors']} malformed lines skipped (rows"
