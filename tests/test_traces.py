@@ -337,3 +337,18 @@ def test_samples_show_what_they_are_named_after() -> None:
     assert fired["newline-free-flood"] == {("tail-repeat", "abort")}
     for name in ("anxious-zh", "anxious-en"):
         assert fired[name] == {("time-anxiety", "remind"), ("context-anxiety", "remind")}
+
+
+def test_a_json_document_is_read_whole_and_a_broken_one_says_where() -> None:
+    doc = {"id": "c", "object": "chat.completion",
+           "choices": [{"index": 0, "message": {"content": "hi there"}, "finish_reason": "stop"}]}
+    pretty = json.dumps([doc, doc | {"id": "d"}], indent=2)
+    events = list(iter_events(io.BytesIO(pretty.encode())))
+    assert [(e.stream, e.type, e.text, e.line) for e in events] == [
+        ("c", "start", "", 2), ("c", "text-delta", "hi there", 2), ("c", "end", "", 2),
+        ("d", "start", "", 15), ("d", "text-delta", "hi there", 15), ("d", "end", "", 15)]
+    broken = pretty[:pretty.rindex("}", 0, len(pretty) - 3)]  # the second item cut short
+    seen: list[TraceFormatError] = []
+    kept = list(iter_events(io.BytesIO(broken.encode()), on_error=seen.append))
+    assert [e.stream for e in kept] == ["c", "c", "c"]  # the first item is not lost
+    assert len(seen) == 1 and seen[0].line > 15

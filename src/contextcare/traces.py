@@ -387,17 +387,17 @@ def _read_document(parser: _Parser, first: bytes | str, rest: Iterable[bytes | s
             raise parser.fail(n, f"a JSON document larger than {DOCUMENT_MAX_CHARS >> 20} MiB;"
                                  " write one JSON object per line (JSON lines) instead")
         parts.append(raw)
-    if isinstance(first, bytes):
-        data = b"".join(cast("list[bytes]", parts))
-        try:
-            text = data.decode("utf-8").lstrip("\ufeff")
-        except UnicodeDecodeError as exc:
-            raise parser.fail(n + data.count(b"\n", 0, exc.start),
-                              f"not valid UTF-8 (byte {exc.start})") from None
-    else:
-        text = "".join(cast("list[str]", parts)).lstrip("\ufeff")
     values = 0
     try:
+        if isinstance(first, bytes):
+            data = b"".join(cast("list[bytes]", parts))
+            try:
+                text = data.decode("utf-8").lstrip("\ufeff")
+            except UnicodeDecodeError as exc:
+                raise _DocumentError(n + data.count(b"\n", 0, exc.start),
+                                     f"not valid UTF-8 (byte {exc.start})") from None
+        else:
+            text = "".join(cast("list[str]", parts)).lstrip("\ufeff")
         for value, line in _document_values(text, n):
             values += 1
             try:
@@ -407,9 +407,15 @@ def _read_document(parser: _Parser, first: bytes | str, rest: Iterable[bytes | s
                     raise
                 on_error(exc)
     except _DocumentError as exc:
-        if values or on_error is None:
-            raise parser.fail(exc.line, exc.reason) from None
+        if values:  # a document read in part: what follows the error cannot be read
+            error = parser.fail(exc.line, exc.reason)
+            if on_error is None:
+                raise error from None
+            on_error(error)
+            return
         # not a JSON document after all (a cut first line, then JSON lines): line by line
+        if on_error is None:
+            raise first_error from None
         on_error(first_error)
         for m, raw in enumerate(parts[1:], n + 1):
             try:
