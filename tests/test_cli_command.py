@@ -534,7 +534,12 @@ def test_memory_commands_speak_json(tmp_path: Path) -> None:
     init = cc("memory", "init", "mem", "--format", "json", cwd=tmp_path)
     assert json.loads(init.stdout)["created"][:2] == ["mem", os.path.join("mem", "ofttold.md")]
     with (tmp_path / "mem" / "ofttold.md").open("a") as f:
-        f.write("- 2026-01-02 **parser** keeps state per file\n")
+        f.write("- 2026-01-02 **parser** keeps state per file\n- 2026-01-03 **cat** #nosuch\n")
+    text = cc("memory", "check", "mem", cwd=tmp_path)
+    assert text.returncode == 1
+    (error,) = [line for line in text.stdout.splitlines() if line.startswith("error")]
+    line = len((tmp_path / "mem" / "ofttold.md").read_text().splitlines())
+    assert f" {os.path.join('mem', 'ofttold.md')}:{line}: " in error  # opens from here
     check = cc("memory", "check", "mem", "--format", "json", cwd=tmp_path)
     doc = json.loads(check.stdout)
     assert check.returncode == (0 if doc["ok"] else 1)
@@ -543,5 +548,5 @@ def test_memory_commands_speak_json(tmp_path: Path) -> None:
               cwd=tmp_path)
     ranked = json.loads(rank.stdout)
     assert ranked["today"] == "2026-02-01"
-    (anchor,) = ranked["anchors"]
-    assert anchor["own_date"] == "2026-01-02" and anchor["days_since"] == 30
+    anchor = next(a for a in ranked["anchors"] if a["own_date"] == "2026-01-02")
+    assert anchor["days_since"] == 30 and len(ranked["anchors"]) == 2

@@ -876,8 +876,8 @@ def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
             out.write(text.rstrip("\n") + "\n")
             return 0
         if args.memory_command == "check":
-            text, ok = memory.check_command(args.directory, on_unreadable="raise")
-            out.write(text.rstrip("\n") + "\n")
+            text, ok = _check_report(memory, args.directory)
+            out.write(text)
             return 0 if ok else 1
         created = memory.scaffold(args.directory)
     except OSError as exc:  # "path: reason", like the library's own file errors
@@ -890,6 +890,29 @@ def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
     if not created:
         out.write(f"{args.directory}: already set up; nothing created\n")
     return 0
+
+
+def _check_report(memory: Any, directory: str) -> tuple[str, bool]:
+    """``memory check``'s report, as ``memory.check_command`` words it, but with each file named
+    relative to the current folder (so ``path:line`` opens in an editor or a terminal)."""
+    folder = memory.load(directory)
+    findings = memory.check(folder)
+    errors = sum(1 for f in findings if f.level == "error")
+    lines = []
+    for f in findings:
+        body = f.en
+        if f.file:
+            path = os.path.relpath(os.path.join(folder.path, f.file))
+            body = f"{path}:{f.lineno}: {body}" if f.lineno else f"{path}: {body}"
+        lines.append(f"{f.level:<7} {body}")
+    if errors:
+        lines.append(f"not ok: {errors} error(s), {len(findings) - errors} warning(s)")
+    else:
+        a = folder.anchors
+        lines.append(f"ok: {len(a.in_view)} in view, {len(a.sunk)} sunk, {len(folder.diaries)}"
+                     f" diary day(s), {len(folder.vocabulary or ())} vocabulary tag(s),"
+                     f" {len(findings) - errors} warning(s)")
+    return "".join(line + "\n" for line in lines), errors == 0
 
 
 def _memory_json(memory: Any, args: argparse.Namespace, out: TextIO) -> int:
@@ -907,7 +930,9 @@ def _memory_json(memory: Any, args: argparse.Namespace, out: TextIO) -> int:
         errors = sum(1 for f in findings if f.level == "error")
         _write_json({"folder": str(folder.path), "ok": errors == 0, "errors": errors,
                      "warnings": len(findings) - errors,
-                     "findings": [{"level": f.level, "code": f.code, "file": f.file,
+                     "findings": [{"level": f.level, "code": f.code,
+                                   "file": os.path.relpath(os.path.join(folder.path, f.file))
+                                   if f.file else "",
                                    "line": f.lineno, "message": f.en} for f in findings]}, out)
         return 0 if errors == 0 else 1
     today = args.today or datetime.date.today()

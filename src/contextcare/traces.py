@@ -287,8 +287,12 @@ class _Parser:
         for choice in choices:
             if not isinstance(choice, dict):
                 raise self.fail(n, "each of 'choices' must be an object")
-            index = choice.get("index", 0)
-            stream = base if index in (0, None) else f"{base}#{index}"
+            index = choice.get("index")
+            if index is not None and (isinstance(index, bool) or not isinstance(index, int)
+                                      or index < 0):
+                raise self.fail(n, f"'index' of a completion choice must be an int >= 0 or"
+                                   f" null, got {index!r}")
+            stream = base if not index else f"{base}#{index}"
             message = choice.get("message")
             if message is None and "text" in choice:
                 message = {"content": choice["text"]}
