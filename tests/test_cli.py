@@ -381,18 +381,21 @@ def test_memory_init_check_rank(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert status == 2 and "Traceback" not in err
 
 
-def test_memory_rank_passes_a_date(monkeypatch: pytest.MonkeyPatch,
+def test_memory_rank_passes_a_date(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     memory = pytest.importorskip("contextcare.memory")
     seen: dict[str, Any] = {}
+    weigh = memory.weigh
 
-    def fake_rank(directory: str, *, today: Any = None) -> str:
-        seen.update(directory=directory, today=today)
-        return "ranked"
+    def spy(anchors: Any, diaries: Any, *, today: Any) -> Any:
+        seen.update(today=today)
+        return weigh(anchors, diaries, today=today)
 
-    monkeypatch.setattr(memory, "rank_command", fake_rank)
-    assert run(capsys, "memory", "rank", "d", "--today", "2025-02-03")[:2] == (0, "ranked\n")
-    assert seen == {"directory": "d", "today": datetime.date(2025, 2, 3)}
+    monkeypatch.setattr(memory, "weigh", spy)
+    memory.scaffold(tmp_path / "d")
+    status, out, _ = run(capsys, "memory", "rank", str(tmp_path / "d"), "--today", "2025-02-03")
+    assert status == 0 and "as of 2025-02-03" in out
+    assert seen == {"today": datetime.date(2025, 2, 3)}
 
 
 # --------------------------------------------------------------------------- entry points

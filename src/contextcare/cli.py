@@ -872,8 +872,7 @@ def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
         return _memory_json(memory, args, out)
     try:
         if args.memory_command == "rank":
-            text = memory.rank_command(args.directory, today=args.today)  # date or None
-            out.write(text.rstrip("\n") + "\n")
+            _rank_report(memory, args.directory, args.today, out)
             return 0
         if args.memory_command == "check":
             text, ok = _check_report(memory, args.directory)
@@ -935,14 +934,22 @@ def _memory_json(memory: Any, args: argparse.Namespace, out: TextIO) -> int:
                                    if f.file else "",
                                    "line": f.lineno, "message": f.en} for f in findings]}, out)
         return 0 if errors == 0 else 1
-    today = args.today or datetime.date.today()
-    weights = memory.weigh(folder.anchors.anchors, folder.diaries, today=today)
+    _write_json(_ranking(memory, folder, args.today), out)
+    return 0
+
+
+def _ranking(memory: Any, folder: Any, today: datetime.date | None) -> dict[str, Any]:
+    """The Oft-told ranking of a loaded folder as data: in view first, strongest first; then the
+    sunk anchors in file order; and which anchor sinks next when the list is full."""
+    day = today or datetime.date.today()
+    weights = memory.weigh(folder.anchors.anchors, folder.diaries, today=day)
     view = [w for w in weights if w.anchor.place == "view"]
     order = memory.sink_order(view)
     rows = list(reversed(order)) + [w for w in weights if w.anchor.place == "sunk"]
     cap = memory.DEFAULT_CAP
-    _write_json({
-        "folder": str(folder.path), "today": today.isoformat(), "cap": cap,
+    return {
+        "folder": str(folder.path), "today": day.isoformat(), "cap": cap,
+        "has_anchor_file": bool(folder.has_anchor_file),
         "in_view": len(view), "sunk": len(weights) - len(view),
         "sinks_next": (order[0].anchor.handle or order[0].anchor.title)
         if order and len(view) >= cap else None,
@@ -950,8 +957,39 @@ def _memory_json(memory: Any, args: argparse.Namespace, out: TextIO) -> int:
                      "own_date": w.anchor.own_date.isoformat() if w.anchor.own_date else None,
                      "recalls": w.n, "days_since": w.t, "stability": w.stability,
                      "retention": w.weight, "place": w.anchor.place,
-                     "line": w.anchor.lineno} for w in rows]}, out)
-    return 0
+                     "line": w.anchor.lineno} for w in rows]}
+
+
+def _rank_report(memory: Any, directory: str, today: datetime.date | None,
+                 out: TextIO) -> None:
+    """``memory rank`` as text: a heading, the ranking in the command line's table style, and
+    what sinks next."""
+    from rich.text import Text
+
+    data = _ranking(memory, memory.load(directory), today)
+    out.write(f"Oft-told ranking of {os.path.relpath(data['folder'])} as of {data['today']}"
+              f" (cap {data['cap']} in view)\n")
+    table = _table("handle", "own date", "recalls n", "days t", "stability S",
+                   "retention R", "place")
+    for column in table.columns[2:6]:
+        column.justify = "right"
+    for a in data["anchors"]:
+        r = a["retention"]
+        table.add_row(Text(a["handle"] or a["title"]), a["own_date"] or "-", str(a["recalls"]),
+                      "-" if a["days_since"] is None else str(a["days_since"]),
+                      f"{a['stability']:g}",
+                      "-" if r is None else f"{r:.4f}" if r >= 0.001 or r == 0 else f"{r:.2e}",
+                      "in view" if a["place"] == "view" else "sunk")
+    if data["anchors"]:
+        _show(_console(out), table)
+    summary = f"{data['in_view']}/{data['cap']} in view, {data['sunk']} sunk."
+    if not data["has_anchor_file"]:
+        summary = "No ofttold.md here (create one with `contextcare memory init`)."
+    elif data["sinks_next"] is not None:
+        summary += f" The list is full: the next new anchor sinks {data['sinks_next']!r}."
+    else:
+        summary += " The list has room: nothing sinks."
+    out.write(summary + "\n")
 
 
 # --------------------------------------------------------------------------- parser
