@@ -84,7 +84,8 @@ def test_a_file_that_is_not_a_trace_is_an_error_and_other_files_still_count(
     (tmp_path / "own.jsonl").write_text(jl({"role": "assistant", "content": "hi"}, {"x": 1}))
     (tmp_path / "blob.bin").write_bytes(bytes(range(128, 256)) * 3)
     (tmp_path / "loop.jsonl").write_text(jl(*events("s", LOOP_LINE * 40)))
-    files = ["reply.txt", "own.jsonl", "blob.bin", "loop.jsonl"]
+    (tmp_path / "empty.sse").write_text("\n: keep-alive\n\n")
+    files = ["reply.txt", "own.jsonl", "blob.bin", "loop.jsonl", "empty.sse"]
     for extra in (["--fail-on", "abort"],):
         proc = cc("scan", *files, "--format", "jsonl", *extra, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
@@ -96,6 +97,7 @@ def test_a_file_that_is_not_a_trace_is_an_error_and_other_files_still_count(
         assert "'Sure! Here is the answer.'" in messages[0] and "--as-text" in messages[0]
         assert """'{"role": "assistant", "content": "hi"}'""" in messages[1]
         assert "not valid UTF-8" in messages[2] and "b'\\x80\\x81" in messages[2]
+        assert "warning: empty.sse: no events (an empty file" in proc.stderr
         # the good file's detections are all there
         records = jsonl_records(proc.stdout)
         assert {r["rule"] for r in records if r.get("type") != "summary"} >= {"line-repeat"}

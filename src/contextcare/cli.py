@@ -445,6 +445,9 @@ class _Reader:
             return
         if not count and first:
             self.fail_file(first[0].source, self.not_a_trace(first[0]))
+        elif not count:  # read to its end, nothing in it: say so rather than pass in silence
+            self.warn(f"warning: {path}: no events (an empty file, or only blank and comment"
+                      " lines)")
 
 
 def _new_summary() -> dict[str, int]:
