@@ -1,6 +1,6 @@
 """Recorded streams: read trace files and replay them through a ruleset.
 
-Two line formats are read, detected line by line, so one file may mix them:
+Three formats are read, detected line by line, so one file may mix them:
 
 * **contextcare events** — one JSON object per line::
 
@@ -22,13 +22,28 @@ Two line formats are read, detected line by line, so one file may mix them:
   ``delta.content`` visible text; a ``finish_reason`` ends the stream, and so does ``[DONE]`` for
   the most recent chunk stream of the file that is still open.
 
+* **OpenAI chat completions, saved whole** — non-streaming ``chat.completion`` objects (or legacy
+  ``text_completion``). Each choice is one complete stream (``id``, ``id#N``), replayed as it was
+  streamed: ``message.reasoning_content`` (or ``reasoning``) as one reasoning delta, then
+  ``message.content`` (a string, or content parts whose ``text`` parts are joined) as one text
+  delta. Detections do not depend on how a text is split into deltas, so these give exactly what
+  the streamed chunks of the same reply give.
+
+A line may also hold a JSON list of such objects. A file whose first non-blank line opens a JSON
+object or list that it does not close (a pretty-printed completion, a list of them, ``jq``
+output) is read as one JSON text instead, each object then read as a line would be, its line the
+line where it starts; if that text is not JSON after all, reading falls back to line by line.
+:func:`iter_text_events` reads a plain-text file as the text of one reply.
+
 Files may be gzip-compressed (detected by their magic bytes, not their name). Blank lines are
 skipped. A line that is not valid UTF-8, not JSON, or not one of the formats above is *malformed*:
 :func:`iter_events` raises :class:`TraceFormatError` for it (naming the file and line number), or,
 given ``on_error``, reports it there and goes on with the next line.
 
 :func:`replay` feeds events through a ruleset, one watcher per open stream, and yields one
-:class:`StreamResult` per attempt of each stream as soon as that attempt ends.
+:class:`StreamResult` per attempt of each stream as soon as that attempt ends; its ``sites`` say
+on which input line each detection fired (and, asked for, the text around it).
+:class:`Replayer` is the same, one event at a time.
 """
 
 from __future__ import annotations
