@@ -335,14 +335,20 @@ def test_repeating_units_are_whole_or_marked_cut(tmp_path: Path) -> None:
     short = "The parser reads each line and keeps state for open streams, so results match! "
     long = "".join(f"step {i} of the long plan; " for i in range(20))[:300]
     assert len(short) < 256 < len(long)
+    line = "Let me re-read the whole configuration file once more to be sure of it."
     (tmp_path / "rules.toml").write_text(
         '[[rules]]\ntype = "TailRepeat"\nid = "tail"\nmax_period = 400\nwindow_chars = 1600\n'
-        'min_chars = 900\n')
+        'min_chars = 900\n[[rules]]\ntype = "LineRepeat"\nid = "lines"\n')
     (tmp_path / "t.jsonl").write_text(jl(*events("short", short * 12, "text", size=3),
-                                         *events("long", long * 4, "text", size=3)))
+                                         *events("long", long * 4, "text", size=3),
+                                         *events("line", (line + "\n") * 40, "text", size=3)))
     doc = cc("scan", "t.jsonl", "--rules", "rules.toml", "--format", "json", cwd=tmp_path)
     text = cc("scan", "t.jsonl", "--rules", "rules.toml", cwd=tmp_path)
-    units = {s["stream"]: s["detections"][0] for s in json.loads(doc.stdout)["streams"]}
+    streams = json.loads(doc.stdout)["streams"]
+    (repeated,) = [d for s in streams for d in s["detections"] if d["rule"] == "lines"]
+    assert repeated["line"] == line and "line_cut" not in repeated  # not the engine's 40
+    assert f'"{line[:40]}…" (a {len(line)}-character line) ×' in text.stdout
+    units = {s["stream"]: s["detections"][0] for s in streams if s["stream"] != "line"}
     assert units["short"]["period"] == len(short) and len(units["short"]["unit"]) == len(short)
     assert units["short"]["unit"] in short * 2 and "unit_cut" not in units["short"]
     assert units["long"]["period"] == len(long) and units["long"]["unit_cut"] is True

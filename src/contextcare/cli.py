@@ -95,16 +95,24 @@ def _pct(ratio: float | None) -> str:
     return "" if ratio is None else f" ({ratio * 100:.0f}%)"
 
 
-def format_evidence(d: Detection, unit: str | None = None) -> str:
+def format_evidence(d: Detection, unit: str | None = None, line: str | None = None,
+                    line_cut: bool = False) -> str:
     """One line of evidence for a table cell or a text record, by the detection's kind.
 
-    ``unit`` is the whole repeating unit of a ``tail-repeat`` when known (see
-    :class:`contextcare.traces.Site`); a unit shown in part ends with ``…`` and gives its length.
+    ``unit`` is the whole repeating unit of a ``tail-repeat`` and ``line`` the whole repeated line
+    of a ``line-repeat`` when known (see :class:`contextcare.traces.Site`); one shown in part ends
+    with ``…`` and gives its length.
     """
     if d.phrase is not None:
         return _quote(d.phrase)
     if d.kind == "line-repeat":
-        text = f"{_quote(d.line or '')} ×{d.count} of {d.total} lines{_pct(d.ratio)}"
+        whole = line if line is not None else d.line or ""
+        shown = _quote(whole)
+        if line_cut or (line is None and len(whole) >= 40):  # the engine keeps 40 characters
+            shown = (shown if shown.endswith('…"') else shown[:-1] + '…"') + " (a longer line)"
+        elif len(whole) > 40:
+            shown += f" (a {len(whole)}-character line)"
+        text = f"{shown} ×{d.count} of {d.total} lines{_pct(d.ratio)}"
         return text + (f", run {d.run}" if d.run and d.run > 1 else "")
     if d.cycle is not None:
         lines = " / ".join(_quote(line) for line in d.cycle)
@@ -121,6 +129,12 @@ def format_evidence(d: Detection, unit: str | None = None) -> str:
     if d.count is not None and d.total is not None:
         return f"{d.count} of {d.total} lines{_pct(d.ratio)}"
     return ", ".join(f"{k}={v!r}" for k, v in d.evidence().items())
+
+
+def _evidence(d: Detection, site: Site | None) -> str:
+    if site is None:
+        return format_evidence(d)
+    return format_evidence(d, site.unit, site.repeated, site.repeated_cut)
 
 
 def _table(*columns: str, **options: Any) -> Any:
@@ -188,7 +202,7 @@ def _detections_table(results: Sequence[StreamResult], *, show_clean: bool, widt
                 action.append(f"\n{where}", style="dim")
             else:
                 cells.append(Text(where))
-            evidence = Text(format_evidence(d, site.unit if site is not None else None))
+            evidence = Text(_evidence(d, site))
             if site is not None and site.before is not None:
                 evidence.append(f"\n{_quote(site.before, 60)} | {_quote(site.after or '', 60)}",
                                 style="dim")
@@ -220,9 +234,8 @@ def _records(result: StreamResult) -> Iterator[str]:
     name = _stream_name(result)
     for d, site in zip(result.detections, _sites(result)):
         line = site.line if site is not None else 0
-        unit = site.unit if site is not None else None
         yield (f"{result.source}:{line}: {name} {d.rule} {d.action} ({d.channel}, char"
-               f" {d.offset}) {format_evidence(d, unit)}")
+               f" {d.offset}) {_evidence(d, site)}")
         if site is not None and site.before is not None:
             yield (f"{result.source}-{line}- context: {json.dumps(site.before, ensure_ascii=False)}"
                    f" | {json.dumps(site.after or '', ensure_ascii=False)}")
@@ -699,7 +712,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
     ruleset = default_ruleset()
     events = sample_events()
-    results = list(replay(events, ruleset))
+    results = list(replay(events, ruleset, context=0))
     speed = _throughput(ruleset, events)
     engine = _engine_name(ruleset)
     if args.format == "json":

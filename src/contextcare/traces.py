@@ -61,6 +61,7 @@ from typing import IO, TYPE_CHECKING, Any, Union, cast
 from .chunks import read_chunk
 from .detection import Detection
 from .errors import ContextCareError
+from .rules import EVIDENCE_LINE_CHARS
 
 if TYPE_CHECKING:
     from ._engine import Ruleset, Watcher
@@ -557,6 +558,10 @@ class Site:
     :data:`UNIT_MAX_CHARS` (``unit_cut`` true) when the period is longer; ``None`` otherwise.
     ``before`` and ``after`` are the text of the detection's channel view just before and after
     its offset (``context`` code points at most), when :func:`replay` was asked for context.
+    ``repeated`` is, for a ``line-repeat`` whose evidence line the engine cut to its first
+    :data:`~contextcare.rules.EVIDENCE_LINE_CHARS` characters, the whole line read back from the
+    replayed text (at most :data:`UNIT_MAX_CHARS`; ``repeated_cut`` true when it is longer or
+    could not be read back).
     """
 
     line: int
@@ -564,6 +569,8 @@ class Site:
     unit_cut: bool = False
     before: str | None = None
     after: str | None = None
+    repeated: str | None = None
+    repeated_cut: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready fields this adds to a detection's dict."""
@@ -572,6 +579,10 @@ class Site:
             out["unit"] = self.unit
             if self.unit_cut:
                 out["unit_cut"] = True
+        if self.repeated is not None:
+            out["line"] = self.repeated
+            if self.repeated_cut:
+                out["line_cut"] = True
         if self.before is not None:
             out["context"] = {"before": self.before, "after": self.after or ""}
         return out
@@ -646,6 +657,25 @@ class _Ring:
         return held[max(start - base, 0):max(stop - base, 0)]
 
 
+def _whole_line(cut: str, view: _Ring, offset: int) -> tuple[str, bool]:
+    """The repeated line whose first characters the engine reported (``cut``), read back from
+    the recent text of its view: the most frequent whole line there that starts with ``cut``.
+    Returns the line (at most :data:`UNIT_MAX_CHARS`) and whether it is cut or unknown."""
+    begin = view.end - view.held  # the first position the view still holds
+    pieces = view.slice(begin, offset).split("\n")
+    if begin > 0:
+        pieces = pieces[1:]  # the first piece may begin mid-line
+    found: dict[str, int] = {}
+    for piece in pieces:
+        line = piece.strip()
+        if line.startswith(cut):
+            found[line] = found.get(line, 0) + 1
+    if not found:
+        return cut, True
+    line = max(found, key=lambda text: found[text])
+    return line[:UNIT_MAX_CHARS], len(line) > UNIT_MAX_CHARS
+
+
 @dataclass(slots=True)
 class _Open:
     watcher: Watcher
@@ -660,6 +690,7 @@ class _Open:
     before: dict[int, str] = field(default_factory=dict)
     after: dict[int, str] = field(default_factory=dict)
     waiting: list[int] = field(default_factory=list)  # detections still short of after-context
+    repeated: dict[int, tuple[str, bool]] = field(default_factory=dict)
 
     def result(self, source: str, stream: str, complete: bool,
                context: int | None) -> StreamResult:
@@ -672,7 +703,9 @@ class _Open:
             sites = tuple(
                 Site(line, unit=self.units.get(i, (None, False))[0],
                      unit_cut=self.units.get(i, (None, False))[1], before=self.before.get(i),
-                     after=self.after.get(i) if context else None)
+                     after=self.after.get(i) if context else None,
+                     repeated=self.repeated.get(i, (None, False))[0],
+                     repeated_cut=self.repeated.get(i, (None, False))[1])
                 for i, line in enumerate(self.lines))
         return StreamResult(source, stream, self.attempt, tuple(self.detections), self.deltas,
                             self.chars, complete, sites)
@@ -693,6 +726,8 @@ class _Open:
                 cut = d.period > UNIT_MAX_CHARS
                 start = d.offset - d.period
                 self.units[i] = (view.slice(start, start + min(d.period, UNIT_MAX_CHARS)), cut)
+            if d.line is not None and len(d.line) >= EVIDENCE_LINE_CHARS:
+                self.repeated[i] = _whole_line(d.line, view, d.offset)
             if context:
                 self.before[i] = view.slice(d.offset - context, d.offset)
                 if view.end >= d.offset + context:
