@@ -6,21 +6,25 @@ Each subprocess costs a Python start-up (~0.3 s), so cases are batched per run w
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import json
 import os
-import pty
 import re
 import signal
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+if sys.platform == "win32":  # pty, termios, SIGPIPE: the terminal and pipe cases are POSIX's
+    pytest.skip("the command-line tests use POSIX terminals and pipes", allow_module_level=True)
+
+import fcntl
+import pty
+import termios
 
 COMMAND = [sys.executable, "-m", "contextcare"]
 LOOP_LINE = "Let me check the caller again.\n"
