@@ -4,16 +4,21 @@ Commands:
 
 * ``demo`` — replay the bundled sample traces through the default rules, print what fired and the
   throughput measured on the spot;
-* ``scan FILE...`` — replay recorded traces (contextcare JSONL events or OpenAI chunk streams,
-  plain or gzip, ``-`` for standard input) and report detections; ``--fail-on`` for CI;
-  ``--engine ray`` spreads the files over a Ray cluster (:mod:`contextcare.ray`);
+* ``scan [FILE|DIR|-]...`` — replay recorded replies (contextcare JSONL events, OpenAI chunk
+  streams, saved OpenAI completions; plain or gzip; folders walked; standard input when piped;
+  plain text with ``--as-text``) and report detections, each pointing to its input line (a table
+  on a terminal, one ``path:line:`` record per line in a pipe); ``--fail-on`` for CI, which a file
+  that is not a trace or a skipped line never passes; ``--engine ray`` spreads the files over a
+  Ray cluster (:mod:`contextcare.ray`);
 * ``rules`` — show the rules a ``--rules`` file compiles to (and so check the file);
 * ``grade`` — fatigue and wakefulness for a load, a retained history and a capacity;
 * ``plan`` / ``mindmap`` — the compaction planner and the clear-mind survey of a conversation;
-* ``memory rank|check|init`` — the "Oft-told" memory anchors of a directory.
+* ``memory rank|check|init`` — the "Oft-told" memory anchors of a directory;
+* ``help [COMMAND]`` — the help of a command (``contextcare`` alone prints the full help).
 
 Exit status: 0 success; 1 ``--fail-on`` matched (or ``memory check`` found problems); 2 a usage
-error, an unreadable input, an invalid rules file, or a malformed trace line under ``--strict``.
+error, an unreadable input or a file that is not a trace, an invalid rules file, or a malformed
+trace line under ``--strict`` or ``--fail-on``. A closed output pipe ends the command by SIGPIPE.
 """
 
 from __future__ import annotations
