@@ -423,7 +423,8 @@ class _Reader:
 
     def _file(self, path: str) -> Iterator[Event]:
         callback = self.bar.file_callback() if self.bar is not None and path != "-" else None
-        pending: list[TraceFormatError] = []  # skipped before the file's first event
+        pending: list[TraceFormatError] = []  # skipped before the file's first event (the first
+        more = [0]  # MAX_WARNINGS of them, then only counted: memory stays bounded)
         first: list[TraceFormatError] = []
         count = 0
 
@@ -432,8 +433,17 @@ class _Reader:
                 first.append(exc)
             if count:
                 self.skip(exc)
-            else:
+            elif len(pending) < MAX_WARNINGS:
                 pending.append(exc)
+            else:
+                more[0] += 1
+
+        def flush_pending() -> None:
+            for exc in pending:
+                self.skip(exc)
+            self.skipped += more[0]
+            pending.clear()
+            more[0] = 0
 
         try:
             if self.as_text is not None:
@@ -444,9 +454,7 @@ class _Reader:
                                      progress=callback)
             for event in events:
                 if not count:
-                    for exc in pending:
-                        self.skip(exc)
-                    pending.clear()
+                    flush_pending()
                 count += 1
                 yield event
         except OSError as exc:
@@ -454,11 +462,9 @@ class _Reader:
             return
         except TraceFormatError as exc:  # --strict, or a damaged gzip stream
             if self.strict:
-                if not count and not exc.reason.startswith("damaged gzip"):
-                    raise CommandError(self.not_a_trace(exc)) from None
-                raise CommandError(str(exc)) from None
-            for skipped in pending:
-                self.skip(skipped)
+                hint = "" if count else f" (scan reads {_FORMATS_READ})"
+                raise CommandError(f"{exc}{hint}") from None
+            flush_pending()
             self.fail_file(exc.source, f"{exc}; the rest of the file was not read")
             return
         if not count and first:
