@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextCareError
 from .config import FINISH_REASONS, ConfigError, GatewayConfig, load_config
+
+if TYPE_CHECKING:  # imported lazily at run time (module __getattr__): aiohttp is an extra
+    from .gateway import Gateway
 
 __all__ = [
     "FINISH_REASONS",
