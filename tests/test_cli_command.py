@@ -236,9 +236,12 @@ def _wait_drained(proc: subprocess.Popen[bytes], pipe: Any) -> None:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_ctrl_c_prints_what_was_found_then_exits_130(tmp_path: Path) -> None:
+    # A shell's background job inherits SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the child the default disposition a terminal user has.
     proc = subprocess.Popen([*COMMAND, "scan", "-", "--format", "table"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdin is not None
     proc.stdin.write(jl(*events("done", LOOP_LINE * 40)).encode())
     proc.stdin.flush()  # stdin stays open: the scan waits for more
