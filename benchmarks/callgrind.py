@@ -1,0 +1,112 @@
+"""Instruction counts of the engine's feed and replay cases under callgrind (a gate for changes
+to the C core that must not cost speed: counts are exact where timings on a shared machine are not).
+
+    python benchmarks/callgrind.py            # every case, a table of instruction counts
+    python benchmarks/callgrind.py CASE       # one case, run inside callgrind (used by the above)
+
+The extension is stripped, so the engine's share is measured as a difference: each case runs
+twice, once doing everything but the feeding (``CASE:setup``: traces built, ruleset compiled) and
+once in full; the count reported is full minus setup (``PYTHONHASHSEED=0`` keeps both exact).
+The traces are those of ``bench_feed.py`` / ``bench_replay.py`` at 200 kB, to keep a run short.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import traces  # noqa: E402
+
+NBYTES = 200_000
+CASES = ("feed-phrases-300", "feed-default-clean", "feed-default-loops", "feed-loop-family",
+         "replay-phrases-300", "replay-default-clean", "replay-default-loops")
+
+
+def _rules(name: str) -> Any:
+    import contextcare as cc
+    from contextcare.presets import DEFAULT_OPTIONS
+
+    if name == "phrases-300":
+        return cc.Ruleset([cc.Phrases("phrases", traces.make_phrases(), channel="text",
+                                      once=False)])
+    rules = cc.default_rules()
+    if name == "loop-family":
+        rules = [r for r in rules if not isinstance(r, cc.Phrases)]
+    return cc.Ruleset(rules, **DEFAULT_OPTIONS)
+
+
+def run_case(case: str) -> int:
+    import numpy as np
+
+    case, _, only = case.partition(":")
+    op, name = case.split("-", 1)
+    ruleset = _rules(name)
+    hits = 0
+    if name == "phrases-300":
+        ptrace = traces.phrase_trace(NBYTES, phrases=traces.make_phrases())
+        replies = [[("text", ptrace.deltas)]]
+    else:
+        trace = traces.reply_trace(NBYTES, loops=name != "default-clean")
+        replies = [[(s.channel, s.deltas) for s in r.segments] for r in trace.replies]
+    if only == "setup":
+        if op == "replay":
+            [np.cumsum([len(d) for _, ds in seg for d in ds]) for seg in replies]
+        return 0
+    if op == "feed":
+        w = ruleset.watcher()
+        for segments in replies:
+            for channel, deltas in segments:
+                for d in deltas:
+                    hits += len(w.feed(d, channel))
+            hits += len(w.finish())
+            w.reset()
+    else:
+        channel = "text" if name == "phrases-300" else "reasoning"
+        for segments in replies:
+            deltas = [d for _, ds in segments for d in ds]
+            ends = np.cumsum([len(d) for d in deltas], dtype=np.int64)
+            hits += len(ruleset.replay("".join(deltas), ends, channel=channel))
+    return hits
+
+
+def _collected(case: str) -> tuple[int, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+               sys.executable, os.path.abspath(__file__), case]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+        hits = int(proc.stdout.strip().splitlines()[-1])
+        m = re.search(r"Collected : (\d+)", proc.stderr)
+        if not m:
+            raise RuntimeError(proc.stderr[-2000:])
+        return int(m.group(1)), hits
+
+
+def count(case: str) -> tuple[int, int]:
+    full, hits = _collected(case)
+    setup, _ = _collected(case + ":setup")
+    return full - setup, hits
+
+
+def main() -> None:
+    if len(sys.argv) > 1:
+        print(run_case(sys.argv[1]))
+        return
+    import contextcare  # build the extension before valgrind runs it
+
+    del contextcare
+    print(f"| case | instructions | detections |\n|---|---:|---:|")
+    for case in CASES:
+        ir, hits = count(case)
+        print(f"| {case} | {ir:,} | {hits} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
