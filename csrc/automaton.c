@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
+#include "engine.h" /* status codes */
 #include "text.h"
 
 #define UNSET UINT32_MAX
@@ -20,12 +22,13 @@ typedef struct build {
     term *terms;
     size_t nterms;
     size_t max_table_bytes;
+    int *status;
 } build;
 
-static void set_err(char *err, size_t errlen, const char *msg) {
-    if (err && errlen) {
-        snprintf(err, errlen, "%s", msg);
-    }
+/* A failure: the message, and the status (CC_ERR_NOMEM or CC_ERR_TOO_BIG) when asked for. */
+static void fail_with(char *err, size_t errlen, int *status, int code, const char *msg) {
+    cc_set_err(err, errlen, msg);
+    if (status) *status = code;
 }
 
 static int grow(build *b, char *err, size_t errlen) {
@@ -38,7 +41,7 @@ static int grow(build *b, char *err, size_t errlen) {
                      "the phrase automaton would exceed %zu MiB (more than %u states x %u byte "
                      "classes); use fewer or shorter phrases",
                      b->max_table_bytes >> 20, b->nodes, b->nc);
-            set_err(err, errlen, msg);
+            fail_with(err, errlen, b->status, CC_ERR_TOO_BIG, msg);
             return -1;
         }
     }
@@ -47,7 +50,8 @@ static int grow(build *b, char *err, size_t errlen) {
     if (rows) b->rows = rows;
     if (heads) b->term_head = heads;
     if (!rows || !heads) {
-        set_err(err, errlen, "out of memory building the phrase automaton");
+        fail_with(err, errlen, b->status, CC_ERR_NOMEM,
+                  "out of memory building the phrase automaton");
         return -1;
     }
     b->cap = cap;
@@ -83,12 +87,6 @@ static uint32_t build_class(const uint32_t *cps, const uint16_t *cls, uint32_t n
     return (lo < n && cps[lo] == cp) ? cls[lo] : 0;
 }
 
-static int is_special(const uint32_t *special, size_t nspecial, uint32_t cp) {
-    for (size_t i = 0; i < nspecial; i++)
-        if (special[i] == cp) return 1;
-    return 0;
-}
-
 typedef struct outlist {
     cc_output *items;
     uint32_t n;
@@ -101,7 +99,8 @@ static int cmp_output(const void *x, const void *y) {
 
 cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold,
                                  const uint32_t *special, size_t nspecial,
-                                 size_t max_table_bytes, char *err, size_t errlen) {
+                                 size_t max_table_bytes, char *err, size_t errlen,
+                                 int *status) {
     cc_automaton *a = calloc(1, sizeof *a);
     build b = {0};
     uint32_t *fail = NULL, *queue = NULL, *newid = NULL;
@@ -134,21 +133,19 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     uint32_t ndistinct = 0;
     qsort(cps, ncp, sizeof *cps, cmp_u32);
     for (uint32_t i = 0; i < ncp; i++)
-        if ((!ndistinct || cps[ndistinct - 1] != cps[i]) && !is_special(special, nspecial, cps[i]))
+        if ((!ndistinct || cps[ndistinct - 1] != cps[i]) && !cc_u32_in(special, (uint32_t)nspecial, cps[i]))
             cps[ndistinct++] = cps[i];
     uint32_t nc = 1, nmapped = ndistinct;
     for (uint32_t i = 0; i < ndistinct && nc <= 0xFFFF; i++) cls[i] = (uint16_t)nc++;
     a->special_base = nc;
     for (size_t i = 0; i < nspecial && nc <= 0xFFFF; i++) {
-        uint32_t j;
-        for (j = ndistinct; j < nmapped; j++)
-            if (cps[j] == special[i]) break;
-        if (j < nmapped) continue; /* named twice */
+        if (cc_u32_in(cps + ndistinct, nmapped - ndistinct, special[i])) continue; /* twice */
         cps[nmapped] = special[i];
         cls[nmapped++] = (uint16_t)nc++;
     }
     if (nc > 0xFFFF) {
-        set_err(err, errlen, "the phrases use more than 65534 distinct characters; use fewer");
+        fail_with(err, errlen, status, CC_ERR_TOO_BIG,
+                  "the phrases use more than 65534 distinct characters; use fewer");
         goto fail;
     }
     /* sort (cp, class) pairs by cp: insertion sort on the specials, which come last and few */
@@ -167,6 +164,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     a->nclasses = nc;
     b.nc = nc;
     b.max_table_bytes = max_table_bytes;
+    b.status = status;
 
     /* trie */
     uint32_t root;
@@ -331,7 +329,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     return a;
 
 oom:
-    set_err(err, errlen, "out of memory building the phrase automaton");
+    fail_with(err, errlen, status, CC_ERR_NOMEM, "out of memory building the phrase automaton");
 fail:
     free(text);
     free(starts);

@@ -51,11 +51,13 @@ typedef struct cc_automaton {
 } cc_automaton;
 
 /* Build an automaton. `special` (nspecial code points, may be NULL) get classes of their own
- * at or above special_base. Returns NULL and writes a message to err on failure (out of memory,
- * or the table would exceed max_table_bytes). */
+ * at or above special_base. Returns NULL on failure, writes a message to err and the status to
+ * *status (when not NULL): CC_ERR_NOMEM, or CC_ERR_TOO_BIG when the table would exceed
+ * max_table_bytes or the phrases use more than 65534 distinct code points. */
 cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold,
                                  const uint32_t *special, size_t nspecial,
-                                 size_t max_table_bytes, char *err, size_t errlen);
+                                 size_t max_table_bytes, char *err, size_t errlen,
+                                 int *status);
 void cc_automaton_free(cc_automaton *a);
 size_t cc_automaton_memory(const cc_automaton *a);
 

@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CC_EVIDENCE_CHARS 40
+#include "engine.h" /* CC_EVIDENCE_CHARS */
+
 #define CC_EVIDENCE_BYTES (CC_EVIDENCE_CHARS * 4)
 
 /* Entry text header: text[0] = bytes kept, text[1] = flags, then the bytes. */

@@ -55,7 +55,7 @@ void cc_ring_last(const cc_ring *r, uint32_t n, uint32_t *out) {
 static void fill(const cc_ring *r, uint32_t period, uint32_t len, cc_tail_result *res) {
     res->period = period;
     res->repeats = len / period;
-    res->unit_chars = period < 40 ? period : 40;
+    res->unit_chars = period < CC_EVIDENCE_CHARS ? period : CC_EVIDENCE_CHARS;
     /* the unit is the last `period` characters, in order */
     for (uint32_t j = 0; j < res->unit_chars; j++) res->unit[j] = cc_ring_back(r, period - 1 - j);
 }

@@ -18,15 +18,45 @@ cdef extern from "engine.h" nogil:
         CC_OK
         CC_ERR_NOMEM
         CC_ERR_FINISHED
+        CC_ERR_LIMIT
+        CC_ERR_INVALID
+        CC_ERR_TOO_BIG
+
+    # limits (engine.h): the Python layer reads these instead of repeating the numbers
+    enum:
+        CC_EVIDENCE_CHARS
+        CC_MAX_COUNT
+        CC_MAX_CYCLE_TOP
+        CC_MAX_PREFIX_CHARS
+        CC_MAX_FILLERS
+        CC_MAX_DELIMITERS
+        CC_MAX_WINDOW_CHARS
+        CC_MAX_TAIL_CHARS
+        CC_MAX_PHRASE_CHARS
+        CC_MAX_PHRASES
+        CC_MAX_PHRASE_BYTES
+    const unsigned long long CC_MAX_EVERY_BYTES
 
     ctypedef struct cc_rule_spec:
-        int kind, view, once, fold, suppress
+        int kind, view, once, ignore_case, suppress_quoted
         uint64_t every_bytes
-        uint32_t min_lines, min_count, min_run, top, max_chars
-        uint32_t max_period, min_repeats, min_chars, window_chars
-        double ratio
-        const uint32_t *set
-        uint32_t nset
+        uint32_t min_lines, min_count, min_run
+        double min_ratio
+        uint32_t top
+        double cover_ratio
+        uint32_t max_line_chars, max_prefix_chars
+        const uint32_t *fillers
+        uint32_t nfillers
+        const uint32_t *delimiters
+        uint32_t ndelimiters
+        uint32_t window_chars, max_period, min_repeats, min_chars
+
+    ctypedef struct cc_compile_error:
+        int status
+        long long rule
+        long long phrase
+        const char *field
+        char message[256]
 
     ctypedef struct cc_phrase_spec:
         const unsigned char *bytes
@@ -56,9 +86,9 @@ cdef extern from "engine.h" nogil:
         uint32_t nparts
         uint32_t *part_len
 
-    cc_ruleset *cc_ruleset_new(const cc_options *opt, const cc_rule_spec *rules, uint32_t nrules,
-                               const cc_phrase_spec *phrases, size_t nphrases, char *err,
-                               size_t errlen)
+    int cc_ruleset_new(const cc_options *opt, const cc_rule_spec *rules, uint32_t nrules,
+                       const cc_phrase_spec *phrases, size_t nphrases, cc_ruleset **out,
+                       cc_compile_error *err)
     void cc_ruleset_free(cc_ruleset *rs)
     size_t cc_ruleset_memory(const cc_ruleset *rs)
 

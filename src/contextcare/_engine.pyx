@@ -14,6 +14,21 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
+# The limits of the C core (csrc/engine.h). contextcare.rules reads them from here, so they are
+# set before that module is imported below.
+EVIDENCE_CHARS = CC_EVIDENCE_CHARS
+MAX_COUNT = CC_MAX_COUNT
+MAX_EVERY_BYTES = CC_MAX_EVERY_BYTES
+MAX_CYCLE_TOP = CC_MAX_CYCLE_TOP
+MAX_PREFIX_CHARS = CC_MAX_PREFIX_CHARS
+MAX_FILLERS = CC_MAX_FILLERS
+MAX_DELIMITERS = CC_MAX_DELIMITERS
+MAX_WINDOW_CHARS = CC_MAX_WINDOW_CHARS
+MAX_TAIL_CHARS = CC_MAX_TAIL_CHARS
+MAX_PHRASE_CHARS = CC_MAX_PHRASE_CHARS
+MAX_PHRASES = CC_MAX_PHRASES
+MAX_PHRASE_BYTES = CC_MAX_PHRASE_BYTES
+
 from contextcare import rules as _rules
 from contextcare.detection import Detection
 from contextcare.errors import RuleTypeError, RuleValueError, uninitialised
@@ -30,16 +45,25 @@ cdef enum:
 cdef size_t MAX_TABLE_BYTES = 256 * 1024 * 1024
 
 _VIEWS = {"text": CC_VIEW_TEXT, "reasoning": CC_VIEW_REASONING, "combined": CC_VIEW_COMBINED}
-_KINDS = {
-    "phrase": CC_K_PHRASES,
-    "marker": CC_K_PHRASES,
-    "time-anxiety": CC_K_PHRASES,
-    "context-anxiety": CC_K_PHRASES,
+# The engine's detectors by the name rule classes declare (Rule.detector).
+_DETECTORS = {
+    "phrases": CC_K_PHRASES,
     "line-repeat": CC_K_LINE_REPEAT,
     "line-cycle": CC_K_LINE_CYCLE,
     "filler-lines": CC_K_FILLER_LINES,
     "prefix-monotony": CC_K_PREFIX_MONOTONY,
     "tail-repeat": CC_K_TAIL_REPEAT,
+}
+_STATUS = {CC_ERR_NOMEM: "nomem", CC_ERR_LIMIT: "limit", CC_ERR_INVALID: "invalid",
+           CC_ERR_TOO_BIG: "too-big"}
+
+# Where each evidence field of a Detection (Rule.evidence) comes from in a hit record.
+cdef enum:
+    EV_PHRASE, EV_TEXT, EV_PARTS, EV_COUNT, EV_TOTAL, EV_RATIO, EV_RUN, EV_PERIOD, EV_REPEATS
+_EVIDENCE_SOURCE = {
+    "phrase": EV_PHRASE, "line": EV_TEXT, "prefix": EV_TEXT, "unit": EV_TEXT, "cycle": EV_PARTS,
+    "count": EV_COUNT, "total": EV_TOTAL, "ratio": EV_RATIO, "run": EV_RUN, "period": EV_PERIOD,
+    "repeats": EV_REPEATS,
 }
 
 
@@ -65,6 +89,108 @@ def _rebuild(rules, options):
     return Ruleset(rules, **options)
 
 
+cdef object _code_points(str chars, list keep):
+    """The code points of chars as a uint32 array (kept alive in keep)."""
+    points = array("I", [ord(ch) for ch in chars])
+    keep.append(points)
+    return points
+
+
+cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
+    """One rule spec (Rule.engine_spec()) into the C struct: one line per field."""
+    cdef const uint32_t[::1] points
+    s.kind = _DETECTORS[spec["detector"]]
+    s.view = _VIEWS[spec["view"]]
+    s.once = spec.get("once", True)
+    s.ignore_case = spec.get("ignore_case", False)
+    s.suppress_quoted = spec.get("suppress_quoted", False)
+    s.every_bytes = spec.get("every_bytes", 0)
+    s.min_lines = spec.get("min_lines", 0)
+    s.min_count = spec.get("min_count", 0)
+    s.min_run = spec.get("min_run", 0)
+    s.min_ratio = spec.get("min_ratio", 0.0)
+    s.top = spec.get("top", 0)
+    s.cover_ratio = spec.get("cover_ratio", 0.0)
+    s.max_line_chars = spec.get("max_line_chars", 0)
+    s.max_prefix_chars = spec.get("max_prefix_chars", 0)
+    s.window_chars = spec.get("window_chars", 0)
+    s.max_period = spec.get("max_period", 0)
+    s.min_repeats = spec.get("min_repeats", 0)
+    s.min_chars = spec.get("min_chars", 0)
+    if spec.get("fillers"):
+        points = _code_points(spec["fillers"], keep)
+        s.fillers, s.nfillers = &points[0], len(points)
+    if spec.get("delimiters"):
+        points = _code_points(spec["delimiters"], keep)
+        s.delimiters, s.ndelimiters = &points[0], len(points)
+    return 0
+
+
+cdef object _compile_error(const cc_compile_error *err):
+    """The exception for a failed cc_ruleset_new, chosen by status; it carries the status
+    (``status``), the index of the failing rule or phrase (``rule_index``, ``phrase_index``,
+    ``None`` when none) and the field (``field``)."""
+    message = err.message.decode("utf-8", "replace")
+    if err.status == CC_ERR_NOMEM:
+        exc = MemoryError(message)
+    else:
+        exc = RuleValueError(f"Ruleset: {message}")
+    exc.status = _STATUS.get(err.status, str(err.status))
+    exc.rule_index = err.rule if err.rule >= 0 else None
+    exc.phrase_index = err.phrase if err.phrase >= 0 else None
+    exc.field = err.field.decode("ascii") if err.field != NULL else None
+    return exc
+
+
+cdef cc_ruleset *_compile(list specs, list phrase_lists, options) except NULL:
+    """Compile rule specs (dicts as Rule.engine_spec() returns) and their phrases."""
+    cdef Py_ssize_t n = len(specs), nphrases = sum([len(p) for p in phrase_lists])
+    cdef cc_rule_spec *cspecs = <cc_rule_spec *>malloc((n or 1) * sizeof(cc_rule_spec))
+    cdef cc_phrase_spec *phrases = <cc_phrase_spec *>malloc((nphrases or 1)
+                                                             * sizeof(cc_phrase_spec))
+    cdef cc_ruleset *rs = NULL
+    cdef cc_compile_error err
+    cdef cc_options opt
+    cdef Py_ssize_t i, j, k = 0
+    cdef bytes b
+    keep = []
+    try:
+        if cspecs == NULL or phrases == NULL:
+            raise MemoryError()
+        memset(cspecs, 0, (n or 1) * sizeof(cc_rule_spec))
+        for i in range(n):
+            _fill_spec(&cspecs[i], specs[i], keep)
+            for j, phrase in enumerate(phrase_lists[i]):
+                b = phrase.encode("utf-8", "surrogatepass")
+                keep.append(b)
+                phrases[k].bytes = <const unsigned char *><char *>b
+                phrases[k].len = len(b)
+                phrases[k].rule = i
+                phrases[k].index = j
+                k += 1
+        opt.line_window = options.line_window
+        opt.min_line_chars = options.min_line_chars
+        opt.evidence_chars = options.evidence_chars
+        opt.mask_fences = options.mask_code_fences
+        opt.max_table_bytes = MAX_TABLE_BYTES
+        if cc_ruleset_new(&opt, cspecs, <uint32_t>n, phrases, <size_t>k, &rs, &err) != CC_OK:
+            raise _compile_error(&err)
+        return rs
+    finally:
+        free(cspecs)
+        free(phrases)
+
+
+def _compile_specs(specs, phrase_lists=None, **options):
+    """Test hook: compile raw engine rule specs (dicts as ``Rule.engine_spec()`` returns, which
+    the Python validation never sees) and free the result; raises as ``Ruleset`` does. Lets the
+    tests reach the C core's own limit checks."""
+    opts = _rules.RulesetOptions(**options)
+    specs = list(specs)
+    lists = [tuple(p) for p in phrase_lists] if phrase_lists is not None else [()] * len(specs)
+    cc_ruleset_free(_compile(specs, lists, opts))
+
+
 cdef class Ruleset:
     """Compiled rules: immutable, safe to share across threads, picklable.
 
@@ -86,97 +212,13 @@ cdef class Ruleset:
                                         evidence_chars=evidence_chars,
                                         mask_code_fences=mask_code_fences)
         checked = _rules.check_rules(rules, options)
-        cdef Py_ssize_t n = len(checked)
-        cdef cc_rule_spec *specs = <cc_rule_spec *>malloc((n or 1) * sizeof(cc_rule_spec))
-        cdef cc_phrase_spec *phrases = NULL
-        cdef uint32_t *sets = NULL
-        cdef cc_options opt
-        cdef char err[300]
-        cdef Py_ssize_t i, j, k, nphrases = 0, nset = 0
-        cdef bytes b
-        if specs == NULL:
-            raise MemoryError()
-        memset(specs, 0, (n or 1) * sizeof(cc_rule_spec))
+        phrase_lists = [r.phrase_list() for r in checked]
+        self._rs = _compile([r.engine_spec() for r in checked], phrase_lists, options)
         meta = []
-        keep = []
-        try:
-            for i in range(n):
-                rule = checked[i]
-                phrase_list = rule.phrase_list()
-                meta.append((rule.id, rule.kind, rule.action, rule.channel, phrase_list))
-                nphrases += len(phrase_list)
-                if rule.kind == "filler-lines":
-                    nset += len(rule.fillers)
-                elif rule.kind == "prefix-monotony":
-                    nset += len(rule.delimiters)
-            phrases = <cc_phrase_spec *>malloc((nphrases or 1) * sizeof(cc_phrase_spec))
-            sets = <uint32_t *>malloc((nset or 1) * sizeof(uint32_t))
-            if phrases == NULL or sets == NULL:
-                raise MemoryError()
-            k = 0
-            nset = 0
-            for i in range(n):
-                rule = checked[i]
-                s = &specs[i]
-                s.kind = _KINDS[rule.kind]
-                s.view = _VIEWS[rule.channel]
-                s.once = rule.once
-                s.fold = rule.ignores_case
-                s.suppress = rule.suppresses_quoted
-                if s.kind == CC_K_PHRASES:
-                    for j, phrase in enumerate(meta[i][4]):
-                        b = phrase.encode("utf-8", "surrogatepass")
-                        keep.append(b)
-                        phrases[k].bytes = <const unsigned char *><char *>b
-                        phrases[k].len = len(b)
-                        phrases[k].rule = i
-                        phrases[k].index = j
-                        k += 1
-                    continue
-                s.every_bytes = rule.every_bytes
-                if s.kind == CC_K_LINE_REPEAT:
-                    s.min_lines, s.min_count, s.min_run = rule.min_lines, rule.min_count, rule.min_run
-                    s.ratio = rule.min_ratio
-                elif s.kind == CC_K_LINE_CYCLE:
-                    s.max_chars, s.min_lines, s.top = rule.max_line_chars, rule.min_lines, rule.top
-                    s.ratio = rule.cover_ratio
-                elif s.kind == CC_K_FILLER_LINES:
-                    s.max_chars, s.min_count = rule.max_line_chars, rule.min_count
-                    s.ratio = rule.min_ratio
-                    s.set = sets + nset
-                    for ch in rule.fillers:
-                        sets[nset] = ord(ch)
-                        nset += 1
-                    s.nset = len(rule.fillers)
-                elif s.kind == CC_K_PREFIX_MONOTONY:
-                    s.max_chars, s.min_lines, s.min_count = (rule.max_prefix_chars, rule.min_lines,
-                                                             rule.min_count)
-                    s.ratio = rule.min_ratio
-                    s.set = sets + nset
-                    for ch in rule.delimiters:
-                        sets[nset] = ord(ch)
-                        nset += 1
-                    s.nset = len(rule.delimiters)
-                elif s.kind == CC_K_TAIL_REPEAT:
-                    s.max_period, s.min_repeats = rule.max_period, rule.min_repeats
-                    s.min_chars, s.window_chars = rule.min_chars, rule.window_chars
-            opt.line_window = options.line_window
-            opt.min_line_chars = options.min_line_chars
-            opt.evidence_chars = options.evidence_chars
-            opt.mask_fences = options.mask_code_fences
-            opt.max_table_bytes = MAX_TABLE_BYTES
-            err[0] = 0
-            self._rs = cc_ruleset_new(&opt, specs, <uint32_t>n, phrases, <size_t>nphrases, err,
-                                      sizeof(err))
-            if self._rs == NULL:
-                message = err.decode("utf-8", "replace")
-                if "out of memory" in message:
-                    raise MemoryError(message)
-                raise RuleValueError(f"Ruleset: {message}")
-        finally:
-            free(specs)
-            free(phrases)
-            free(sets)
+        for rule, phrase_list in zip(checked, phrase_lists):
+            evidence = bytes([x for name in rule.evidence
+                              for x in (_DET_ORDER.index(name), _EVIDENCE_SOURCE[name])])
+            meta.append((rule.id, rule.kind, rule.action, rule.channel, phrase_list, evidence))
         self._rules = checked
         self._options = options
         self._meta = tuple(meta)
@@ -382,66 +424,70 @@ def _setup_fast_detection():
 _setup_fast_detection()
 
 
-cdef object _make_detection(object rule_id, object kind, object action, object channel,
-                            object offset, object phrase, object line, object cycle,
-                            object prefix, object unit, object count, object total, object ratio,
-                            object run, object period, object repeats):
-    cdef PyObject *values[DET_FIELDS]
+cdef object _new_detection(PyObject **values):
+    """A Detection of the DET_FIELDS values (in _DET_ORDER), the fast way when it may be."""
     if not _det_fast:
-        return Detection(rule_id, kind, action, channel, offset, phrase, line, cycle, prefix,
-                         unit, count, total, ratio, run, period, repeats)
+        return Detection(*[<object>values[i] for i in range(DET_FIELDS)])
+    return cc_new_slotted(Detection, _det_offsets, values, DET_FIELDS)
+
+
+cdef tuple _parts(const cc_hit *h):
+    cdef uint32_t i, at = 0
+    parts = []
+    for i in range(h.nparts):
+        parts.append(_decode(h.text + at, h.part_len[i]))
+        at += h.part_len[i]
+    return tuple(parts)
+
+
+cdef object _detection(Ruleset rs, const cc_hit *h):
+    """The Detection of one hit: its rule's evidence fields (Rule.evidence, compiled into
+    (slot, source) byte pairs by Ruleset) read from the hit, the other fields None."""
+    rule_id, kind, action, channel, phrase_list, evidence = rs._meta[h.rule]
+    cdef const unsigned char *ev = evidence
+    cdef Py_ssize_t i, n = len(evidence)
+    cdef unsigned char source
+    cdef PyObject *values[DET_FIELDS]
+    cdef PyObject *none = <PyObject *>None
+    # each made value stays referenced by one of these while values[] points at it
+    cdef object offset = h.offset, phrase, text, parts, count, total, ratio, run, period, repeats
     values[0] = <PyObject *>rule_id
     values[1] = <PyObject *>kind
     values[2] = <PyObject *>action
     values[3] = <PyObject *>channel
     values[4] = <PyObject *>offset
-    values[5] = <PyObject *>phrase
-    values[6] = <PyObject *>line
-    values[7] = <PyObject *>cycle
-    values[8] = <PyObject *>prefix
-    values[9] = <PyObject *>unit
-    values[10] = <PyObject *>count
-    values[11] = <PyObject *>total
-    values[12] = <PyObject *>ratio
-    values[13] = <PyObject *>run
-    values[14] = <PyObject *>period
-    values[15] = <PyObject *>repeats
-    return cc_new_slotted(Detection, _det_offsets, values, DET_FIELDS)
-
-
-cdef object _detection(Ruleset rs, const cc_hit *h):
-    rule_id, kind, action, channel, phrase_list = rs._meta[h.rule]
-    cdef uint32_t i, at
-    # fields: rule kind action channel offset | phrase line cycle prefix unit | count total ratio
-    # run period repeats
-    if phrase_list:
-        return _make_detection(rule_id, kind, action, channel, h.offset,
-                               phrase_list[h.phrase], None, None, None, None,
-                               None, None, None, None, None, None)
-    if h.nparts:
-        parts = []
-        at = 0
-        for i in range(h.nparts):
-            parts.append(_decode(h.text + at, h.part_len[i]))
-            at += h.part_len[i]
-        return _make_detection(rule_id, kind, action, channel, h.offset,
-                               None, None, tuple(parts), None, None,
-                               h.count, h.total, h.ratio, None, None, None)
-    if kind == "line-repeat":
-        return _make_detection(rule_id, kind, action, channel, h.offset,
-                               None, _decode(h.text, h.text_len), None, None, None,
-                               h.count, h.total, h.ratio, h.run, None, None)
-    if kind == "filler-lines":
-        return _make_detection(rule_id, kind, action, channel, h.offset,
-                               None, None, None, None, None,
-                               h.count, h.total, h.ratio, None, None, None)
-    if kind == "prefix-monotony":
-        return _make_detection(rule_id, kind, action, channel, h.offset,
-                               None, None, None, _decode(h.text, h.text_len), None,
-                               h.count, h.total, h.ratio, None, None, None)
-    return _make_detection(rule_id, kind, action, channel, h.offset,
-                           None, None, None, None, _decode(h.text, h.text_len),
-                           None, None, None, None, h.period, h.repeats)
+    for i in range(5, DET_FIELDS):
+        values[i] = none
+    for i in range(0, n, 2):
+        source = ev[i + 1]
+        if source == EV_PHRASE:
+            phrase = phrase_list[h.phrase]
+            values[ev[i]] = <PyObject *>phrase
+        elif source == EV_TEXT:
+            text = _decode(h.text, h.text_len)
+            values[ev[i]] = <PyObject *>text
+        elif source == EV_PARTS:
+            parts = _parts(h)
+            values[ev[i]] = <PyObject *>parts
+        elif source == EV_COUNT:
+            count = h.count
+            values[ev[i]] = <PyObject *>count
+        elif source == EV_TOTAL:
+            total = h.total
+            values[ev[i]] = <PyObject *>total
+        elif source == EV_RATIO:
+            ratio = h.ratio
+            values[ev[i]] = <PyObject *>ratio
+        elif source == EV_RUN:
+            run = h.run
+            values[ev[i]] = <PyObject *>run
+        elif source == EV_PERIOD:
+            period = h.period
+            values[ev[i]] = <PyObject *>period
+        elif source == EV_REPEATS:
+            repeats = h.repeats
+            values[ev[i]] = <PyObject *>repeats
+    return _new_detection(values)
 
 
 cdef tuple _detections(Ruleset rs, cc_watcher *w):

@@ -21,8 +21,9 @@ import math
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, SupportsIndex, Union
+from typing import ClassVar, SupportsIndex
 
+from . import _engine as _limits
 from .errors import RuleTypeError, RuleValueError
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
     "RulesetOptions", "check_rules", "DEFAULT_FILLERS", "DEFAULT_DELIMITERS",
     "MAX_PHRASE_CHARS", "MAX_PHRASES", "MAX_PHRASE_BYTES", "EVIDENCE_LINE_CHARS",
+    "RULE_TYPES", "KINDS",
 ]
 
 #: Channel views a rule can watch. ``combined`` receives both fed channels in arrival order.
@@ -39,14 +41,16 @@ FEED_CHANNELS = ("text", "reasoning")
 #: What a detection asks the caller to do. ``record`` only reports (audits, scans).
 ACTIONS = ("abort", "remind", "record")
 
+# The limits are the C core's (csrc/engine.h), read through the compiled module so that the two
+# languages cannot disagree; the core rejects a spec outside them on its own as well.
 #: Longest phrase, in code points.
-MAX_PHRASE_CHARS = 4096
+MAX_PHRASE_CHARS: int = _limits.MAX_PHRASE_CHARS
 #: Most phrases in one ruleset (all rules together).
-MAX_PHRASES = 65536
+MAX_PHRASES: int = _limits.MAX_PHRASES
 #: Most UTF-8 bytes of all phrases of one ruleset together.
-MAX_PHRASE_BYTES = 1 << 20
+MAX_PHRASE_BYTES: int = _limits.MAX_PHRASE_BYTES
 #: Line evidence keeps this many leading code points of a line.
-EVIDENCE_LINE_CHARS = 40
+EVIDENCE_LINE_CHARS: int = _limits.EVIDENCE_CHARS
 
 #: The filler characters of the original reminder path: single CJK acknowledgement and function
 #: words that degenerate reasoning repeats on short lines (``做。``, ``好。``, ``嗯，简洁。``).
@@ -54,8 +58,8 @@ DEFAULT_FILLERS = "做好嗯对行是的了啊呢吧哦噢呃唔嘛额诶哈呀�
 #: Delimiters that end a line prefix for :class:`PrefixMonotony` (``嗯，`` ``Step:``).
 DEFAULT_DELIMITERS = "，,：:、"
 
-_MAX_COUNT = 65535
-_MAX_EVERY_BYTES = 1 << 32
+_MAX_COUNT: int = _limits.MAX_COUNT
+_MAX_EVERY_BYTES: int = _limits.MAX_EVERY_BYTES
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -152,10 +156,29 @@ def _phrase_tuple(rule: object, name: str, value: object) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- rules
 
 class Rule:
-    """Base of all rules. ``kind`` names the detector; ``windowed`` says whether it is throttled."""
+    """Base of all rules.
+
+    Each rule class declares, once, what the rest of the package needs to know about its kind
+    (the engines, the notices and the command line loop over these declarations):
+
+    * ``kind`` - the name its detections carry (``Detection.kind``);
+    * ``detector`` - the engine detector it compiles to (phrase-like rules share ``"phrases"``);
+    * ``windowed`` - checked at throttle points (else per character);
+    * ``evidence`` - the ``Detection`` fields its detections fill, in order;
+    * ``engine_fields`` - its fields copied, under the same names, into the engine's rule spec
+      (``cc_rule_spec`` in csrc/engine.h; a str field becomes a set of code points);
+    * ``window_counts`` - its fields that count lines of the window (at most ``line_window``);
+    * ``topic`` - what a notice about it talks of: ``"loop"``, ``"time-anxiety"``,
+      ``"context-anxiety"`` or ``"other"``.
+    """
 
     kind: ClassVar[str]
+    detector: ClassVar[str]
     windowed: ClassVar[bool]
+    evidence: ClassVar[tuple[str, ...]]
+    engine_fields: ClassVar[tuple[str, ...]] = ()
+    window_counts: ClassVar[tuple[str, ...]] = ()
+    topic: ClassVar[str] = "other"
     id: str
     channel: str
     action: str
@@ -164,6 +187,16 @@ class Rule:
     def phrase_list(self) -> tuple[str, ...]:
         """The phrases this rule matches (empty for line and tail rules)."""
         return ()
+
+    def engine_spec(self) -> dict[str, object]:
+        """The rule as the engine's rule spec: detector, view, flags and ``engine_fields``."""
+        spec: dict[str, object] = {
+            "detector": self.detector, "view": self.channel, "once": self.once,
+            "ignore_case": self.ignores_case, "suppress_quoted": self.suppresses_quoted,
+        }
+        for name in self.engine_fields:
+            spec[name] = getattr(self, name)
+        return spec
 
     @property
     def ignores_case(self) -> bool:
@@ -186,7 +219,9 @@ class Phrases(Rule):
     """
 
     kind: ClassVar[str] = "phrase"
+    detector: ClassVar[str] = "phrases"
     windowed: ClassVar[bool] = False
+    evidence: ClassVar[tuple[str, ...]] = ("phrase",)
 
     id: str
     phrases: Sequence[str]
@@ -211,7 +246,9 @@ class Marker(Rule):
     """Fires when ``token`` occurs (one phrase; for stop markers such as ``<<END>>``)."""
 
     kind: ClassVar[str] = "marker"
+    detector: ClassVar[str] = "phrases"
     windowed: ClassVar[bool] = False
+    evidence: ClassVar[tuple[str, ...]] = ("phrase",)
 
     id: str
     token: str
@@ -247,8 +284,10 @@ def _langs(rule: object, value: object) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class _Anxiety(Rule):
+    detector: ClassVar[str] = "phrases"
     windowed: ClassVar[bool] = False
-    topic: ClassVar[str]
+    evidence: ClassVar[tuple[str, ...]] = ("phrase",)
+    vocabulary: ClassVar[str]
 
     id: str
     lang: str | Sequence[str] = ("zh", "en")
@@ -274,7 +313,8 @@ class _Anxiety(Rule):
     def phrase_list(self) -> tuple[str, ...]:
         from .vocab import phrases_for
 
-        return tuple(dict.fromkeys(phrases_for(self.topic, tuple(self.lang)) + tuple(self.extra)))
+        return tuple(dict.fromkeys(phrases_for(self.vocabulary, tuple(self.lang))
+                                   + tuple(self.extra)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +326,8 @@ class TimeAnxiety(_Anxiety):
     """
 
     kind: ClassVar[str] = "time-anxiety"
-    topic: ClassVar[str] = "time"
+    topic: ClassVar[str] = "time-anxiety"
+    vocabulary: ClassVar[str] = "time"
 
     id: str = "time-anxiety"
 
@@ -296,7 +337,8 @@ class ContextAnxiety(_Anxiety):
     """Reasoning that treats the context window as a threat ("context is almost full")."""
 
     kind: ClassVar[str] = "context-anxiety"
-    topic: ClassVar[str] = "context"
+    topic: ClassVar[str] = "context-anxiety"
+    vocabulary: ClassVar[str] = "context"
 
     id: str = "context-anxiety"
 
@@ -311,7 +353,13 @@ class LineRepeat(Rule):
     """
 
     kind: ClassVar[str] = "line-repeat"
+    detector: ClassVar[str] = "line-repeat"
     windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("line", "count", "total", "ratio", "run")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "min_lines", "min_count", "min_ratio", "min_run")
+    window_counts: ClassVar[tuple[str, ...]] = ("min_lines", "min_count", "min_run")
+    topic: ClassVar[str] = "loop"
 
     id: str
     min_lines: int = 30
@@ -337,7 +385,13 @@ class LineCycle(Rule):
     characters cover ``cover_ratio`` of a window of at least ``min_lines`` lines."""
 
     kind: ClassVar[str] = "line-cycle"
+    detector: ClassVar[str] = "line-cycle"
     windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("cycle", "count", "total", "ratio")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "max_line_chars", "min_lines", "top", "cover_ratio")
+    window_counts: ClassVar[tuple[str, ...]] = ("min_lines",)
+    topic: ClassVar[str] = "loop"
 
     id: str
     max_line_chars: int = 8
@@ -353,7 +407,7 @@ class LineCycle(Rule):
         _windowed(self)
         _int(self, "max_line_chars", 1, EVIDENCE_LINE_CHARS)
         _int(self, "min_lines", 1, _MAX_COUNT)
-        _int(self, "top", 1, 64)
+        _int(self, "top", 1, _limits.MAX_CYCLE_TOP)
         _ratio(self, "cover_ratio")
 
 
@@ -363,7 +417,13 @@ class FillerLines(Rule):
     ``fillers`` number at least ``min_count`` and make up ``min_ratio`` of the window."""
 
     kind: ClassVar[str] = "filler-lines"
+    detector: ClassVar[str] = "filler-lines"
     windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("count", "total", "ratio")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "fillers", "max_line_chars", "min_count", "min_ratio")
+    window_counts: ClassVar[tuple[str, ...]] = ("min_count",)
+    topic: ClassVar[str] = "loop"
 
     id: str
     fillers: str = DEFAULT_FILLERS
@@ -376,7 +436,7 @@ class FillerLines(Rule):
     once: bool = True
 
     def __post_init__(self) -> None:
-        _text(self, "fillers", 256)
+        _text(self, "fillers", _limits.MAX_FILLERS)
         object.__setattr__(self, "fillers", "".join(dict.fromkeys(self.fillers)))
         _windowed(self)
         _int(self, "max_line_chars", 1, EVIDENCE_LINE_CHARS)
@@ -391,7 +451,13 @@ class PrefixMonotony(Rule):
     most common prefix needs ``min_count`` lines and ``min_ratio`` of a window of ``min_lines``."""
 
     kind: ClassVar[str] = "prefix-monotony"
+    detector: ClassVar[str] = "prefix-monotony"
     windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("prefix", "count", "total", "ratio")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "delimiters", "max_prefix_chars", "min_lines", "min_count", "min_ratio")
+    window_counts: ClassVar[tuple[str, ...]] = ("min_lines", "min_count")
+    topic: ClassVar[str] = "loop"
 
     id: str
     delimiters: str = DEFAULT_DELIMITERS
@@ -405,10 +471,10 @@ class PrefixMonotony(Rule):
     once: bool = True
 
     def __post_init__(self) -> None:
-        _text(self, "delimiters", 64)
+        _text(self, "delimiters", _limits.MAX_DELIMITERS)
         object.__setattr__(self, "delimiters", "".join(dict.fromkeys(self.delimiters)))
         _windowed(self)
-        _int(self, "max_prefix_chars", 1, 8)
+        _int(self, "max_prefix_chars", 1, _limits.MAX_PREFIX_CHARS)
         _int(self, "min_lines", 1, _MAX_COUNT)
         _int(self, "min_count", 1, _MAX_COUNT)
         _ratio(self, "min_ratio")
@@ -427,7 +493,12 @@ class TailRepeat(Rule):
     """
 
     kind: ClassVar[str] = "tail-repeat"
+    detector: ClassVar[str] = "tail-repeat"
     windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("unit", "period", "repeats")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "window_chars", "max_period", "min_repeats", "min_chars")
+    topic: ClassVar[str] = "loop"
 
     id: str
     max_period: int = 256
@@ -441,16 +512,20 @@ class TailRepeat(Rule):
 
     def __post_init__(self) -> None:
         _windowed(self)
-        _int(self, "window_chars", 2, 65536)
+        _int(self, "window_chars", 2, _limits.MAX_WINDOW_CHARS)
         _int(self, "max_period", 1, self.window_chars // 2)
         _int(self, "min_repeats", 2, self.window_chars)
         _int(self, "min_chars", 2, self.window_chars)
 
 
-AnyRule = Union[Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
-                PrefixMonotony, TailRepeat]
-
-_LINE_RULES = (LineRepeat, LineCycle, FillerLines, PrefixMonotony)
+#: Every rule class, in the order the documentation lists them. A new rule kind is added here
+#: (and in the engines: see README, "Architecture").
+RULE_TYPES: tuple[type[Rule], ...] = (
+    Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
+    PrefixMonotony, TailRepeat,
+)
+#: The rule class of each detection kind.
+KINDS: dict[str, type[Rule]] = {cls.kind: cls for cls in RULE_TYPES}
 
 
 # --------------------------------------------------------------------------- ruleset options
@@ -467,7 +542,7 @@ class RulesetOptions:
     def __post_init__(self) -> None:
         _int(self, "line_window", 1, _MAX_COUNT)
         _int(self, "min_line_chars", 1, MAX_PHRASE_CHARS)
-        _int(self, "evidence_chars", 0, 65536)
+        _int(self, "evidence_chars", 0, _limits.MAX_TAIL_CHARS)
         _bool(self, "mask_code_fences")
 
 
@@ -490,13 +565,12 @@ def check_rules(rules: object, options: RulesetOptions) -> tuple[Rule, ...]:
         if rule.id in seen:
             raise RuleValueError(f"Ruleset: duplicate rule id {rule.id!r} (rules[{i}])")
         seen.add(rule.id)
-        if isinstance(rule, _LINE_RULES):
-            for name in ("min_lines", "min_count", "min_run"):
-                value = getattr(rule, name, None)
-                if value is not None and value > options.line_window:
-                    raise RuleValueError(
-                        f"{_who(rule)}: {name} must be at most line_window"
-                        f" ({options.line_window}), got {value}; it could never be reached")
+        for name in rule.window_counts:
+            value = getattr(rule, name)
+            if value > options.line_window:
+                raise RuleValueError(
+                    f"{_who(rule)}: {name} must be at most line_window"
+                    f" ({options.line_window}), got {value}; it could never be reached")
         phrases = rule.phrase_list()
         n_phrases += len(phrases)
         n_bytes += sum(len(p.encode("utf-8", "surrogatepass")) for p in phrases)

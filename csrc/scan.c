@@ -1,0 +1,538 @@
+/* The per-character work: pending lines and code fences, quote state, phrase matches, and the
+ * specialised loops that run them over a delta. Kept in one unit so the hot loops inline their
+ * helpers exactly as they were written; rare events (a match, a line end, a throttle point) go
+ * out of line. */
+#include "engine_impl.h"
+
+/* --------------------------------------------------------------------- lines and quotes -- */
+
+/* Append cp to the pending line: the hash through it, its evidence slot (the scratch slot once
+ * the buffer is full), and, past a non-space (`sp` = 0), the committed hash and length.
+ * Branch-free; every line loop goes through it. */
+HOT_INLINE void line_append(uint32_t *buf, uint64_t *h, uint64_t *hc, uint32_t *n, uint32_t *nc,
+                            uint32_t cp, uint32_t sp) {
+    *h = (*h ^ cp) * FNV_PRIME;
+    buf[*n < CC_EVIDENCE_CHARS ? *n : CC_EVIDENCE_CHARS] = cp;
+    (*n)++;
+    *hc = sp ? *hc : *h;
+    *nc = sp ? *nc : *n;
+}
+
+
+/* Run the view's windowed rules whose throttle point has come; find the next one. */
+static void throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
+    uint64_t nmin = UINT64_MAX;
+    for (uint32_t k = 0; k < vp->nwindowed; k++) {
+        uint32_t ri = vp->windowed[k];
+        const cc_rule_spec *r = &w->rs->rules[ri];
+        if (v->bytes >= w->next[ri]) {
+            w->next[ri] = (v->bytes / r->every_bytes + 1) * r->every_bytes;
+            eng_check_rule(w, ri, v, pos);
+        }
+        if (!(r->once && w->fired[ri]) && w->next[ri] < nmin) nmin = w->next[ri];
+    }
+    v->next_check = nmin;
+}
+
+static int fence_tag_char(uint32_t cp) {
+    return (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || (cp >= '0' && cp <= '9') ||
+           cp == '_' || cp == '+' || cp == '-';
+}
+
+/* Advance the fence-line recogniser over a non-space character (called only while the line may
+ * still be a fence). `gap`: whitespace came between this character and the previous one. */
+static void fence_step(view *v, uint32_t cp, int first, int gap) {
+    if (!first && gap) {
+        v->fence_st = FENCE_NO;
+        return;
+    }
+    switch (v->fence_st) {
+    case FENCE_START:
+        if (cp == '`' || cp == '~') {
+            v->fence_st = FENCE_TICKS;
+            v->fence_ch = cp;
+            v->fence_k = 1;
+        } else {
+            v->fence_st = FENCE_NO;
+        }
+        break;
+    case FENCE_TICKS:
+        if (cp == v->fence_ch) v->fence_k++;
+        else if (v->fence_k >= 3 && fence_tag_char(cp)) v->fence_st = FENCE_TAG;
+        else v->fence_st = FENCE_NO;
+        break;
+    case FENCE_TAG:
+        if (!fence_tag_char(cp)) v->fence_st = FENCE_NO;
+        break;
+    default: break;
+    }
+}
+
+static void complete_line(cc_watcher *w, const viewplan *vp, view *v) {
+    const cc_options *opt = &w->rs->opt;
+    if (opt->mask_fences) {
+        int fence = v->len_all && ((v->fence_st == FENCE_TICKS && v->fence_k >= 3) ||
+                                   v->fence_st == FENCE_TAG);
+        if (fence) {
+            v->fence_inside = !v->fence_inside;
+            builder_reset(w->rs, v);
+            return;
+        }
+        if (v->fence_inside) {
+            builder_reset(w->rs, v);
+            return;
+        }
+    }
+    if (vp->window && v->len_all && v->len_commit >= opt->min_line_chars) {
+        if (!v->win) {
+            v->win = cc_window_new(opt->line_window);
+            if (!v->win) w->oom = 1;
+        }
+        /* the evidence text: the first 40 code points of the stripped line; a line may have a
+         * prefix when a delimiter comes within the first pfx_max */
+        uint32_t n = v->len_commit < CC_EVIDENCE_CHARS ? v->len_commit : CC_EVIDENCE_CHARS;
+        uint32_t npfx = vp->pfx_max < n ? vp->pfx_max : n;
+        unsigned flags = 0;
+        for (uint32_t i = 0; i < npfx && !flags; i++)
+            if (cc_u32_in(vp->pfx_set, vp->npfx, v->buf[i])) flags = CC_LINE_PREFIX;
+        /* what a line seen once must keep: everything when it is short enough for LineCycle
+         * or FillerLines (or LineRepeat may report it), the prefix part when it is marked */
+        uint32_t keep = 0;
+        if (vp->keep_all || v->len_commit <= vp->short_max) keep = n;
+        else if (flags) keep = npfx;
+        if (v->win && cc_window_push(v->win, v->h_commit, v->len_commit, v->buf, n, keep, flags))
+            w->oom = 1;
+    }
+    builder_reset(w->rs, v);
+}
+
+static void quote_update(view *v, uint32_t cp) {
+    switch (cp) {
+    case '`': v->backticks ^= 1; break;
+    case '"': v->dquote ^= 1; break;
+    case 0x201C: v->curly = 1; break;
+    case 0x201D: v->curly = 0; break;
+    case 0x300C: v->corner = 1; break;
+    case 0x300D: v->corner = 0; break;
+    default: break;
+    }
+}
+
+static int is_separator(uint32_t cp) {
+    return cp == '|' || cp == ',' || cp == 0xFF0C || cp == 0x3001;
+}
+
+/* A character after a phrase occurrence, before the phrases ending at it: separators,
+ * whitespace and quotes extend the gap; anything else ends it at this character's offset. */
+static void gap_step(view *v, uint32_t cp, uint64_t offset) {
+    if (is_separator(cp)) v->gap_seps++;
+    else if (!cc_space_bit(cp) && !cc_is_quote(cp)) {
+        v->gap_end = offset;
+        v->in_gap = 0;
+    }
+}
+
+static void resolve_quoted(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
+    int list_line = v->list_line;
+    for (uint32_t k = 0; k < vp->nsuppress; k++) {
+        uint32_t ri = vp->suppress[k];
+        candidate *c = &w->cand[ri];
+        if (!c->has) continue;
+        c->has = 0;
+        if (list_line || (w->rs->rules[ri].once && w->fired[ri])) continue;
+        cc_hit *h = new_hit(w, ri, c->offset, pos);
+        if (!h) return;
+        h->phrase = c->phrase;
+        mark_fired(w, ri);
+    }
+    v->backticks = v->gap_seps = 0;
+    v->dquote = v->curly = v->corner = 0;
+    v->after_occ = v->in_gap = v->list_line = 0;
+    v->gap_end = UINT64_MAX;
+}
+
+void eng_line_end(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
+    if (vp->builder) complete_line(w, vp, v);
+    if (vp->quotes) resolve_quoted(w, vp, v, pos);
+}
+
+/* -------------------------------------------------------------------------- phrases -- */
+
+static void on_match(cc_watcher *w, view *v, const cc_automaton *a, uint32_t state,
+                     uint64_t pos) {
+    uint32_t n;
+    const cc_output *out = cc_automaton_outputs(a, state, &n);
+    int quoted = v->backticks || v->dquote || v->curly || v->corner;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t ri = out[i].rule;
+        const cc_rule_spec *r = &w->rs->rules[ri];
+        if (r->once && w->fired[ri]) continue;
+        if (r->suppress_quoted) {
+            candidate *c = &w->cand[ri];
+            if (!quoted && !c->has) {
+                c->has = 1;
+                c->offset = v->chars;
+                c->phrase = out[i].phrase;
+            }
+            continue;
+        }
+        cc_hit *h = new_hit(w, ri, v->chars, pos);
+        if (!h) return;
+        h->phrase = out[i].phrase;
+        mark_fired(w, ri);
+    }
+}
+
+/* The phrase automata of the view have reached output states at the current character
+ * (v->state[k] >= match_base for at least one k). */
+static void phrases_matched(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
+    if (vp->quotes) {
+        /* one occurrence per end position: it makes the line a list line when one of its
+         * phrases starts where the gap (with a separator) after the previous one ended */
+        if (v->after_occ && v->gap_seps && v->gap_end != UINT64_MAX) {
+            for (int k = 0; k < vp->nac && !v->list_line; k++) {
+                const cc_automaton *a = vp->live_ac[k];
+                if (v->state[k] < a->match_base) continue;
+                uint32_t n;
+                const cc_output *out = cc_automaton_outputs(a, v->state[k], &n);
+                for (uint32_t i = 0; i < n; i++)
+                    if (v->gap_end + out[i].chars == v->chars) v->list_line = 1;
+            }
+        }
+        v->after_occ = 1;
+        v->in_gap = 1;
+        v->gap_seps = 0;
+        v->gap_end = UINT64_MAX;
+    }
+    for (int k = 0; k < vp->nac; k++) {
+        const cc_automaton *a = vp->live_ac[k];
+        if (v->state[k] >= a->match_base) on_match(w, v, a, v->state[k], pos);
+    }
+}
+
+/* ------------------------------------------------------------------------- the loop -- */
+
+/* UTF-8 length of a BMP code point by cp >> 7: U+0000..U+007F take 1 byte, up to U+07FF 2,
+ * the rest of the BMP 3. */
+#define X16(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
+static const uint8_t utf8_len_bmp[512] = {
+    1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3),
+    X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3),
+    X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3), X16(3),
+};
+#undef X16
+
+static inline uint32_t load_cp(const void *data, int kind, size_t i) {
+    if (kind == 1) return ((const uint8_t *)data)[i];
+    if (kind == 2) return ((const uint16_t *)data)[i];
+    return ((const uint32_t *)data)[i];
+}
+
+/* What the general loop does: PH = match phrases (automata, quote state); LN = keep lines, the
+ * text ring and throttled checks. */
+enum { LOOP_PH = 1, LOOP_LN = 2 };
+
+/* One view over one delta. The hot state lives in locals; the rare events (a phrase match, the
+ * end of a line, a throttle point) write it back, do their work on the view and read it again. */
+HOT_INLINE void run_view(cc_watcher *w, const viewplan *vp, view *v, const void *data,
+                         size_t len, const int kind, const int shape) {
+    const int ph = shape & LOOP_PH, ln = shape & LOOP_LN;
+    const uint64_t chars0 = v->chars;
+    /* phrases */
+    const cc_automaton *a0 = vp->live_ac[0];
+    int nac = (ph && v->live_phrase_rules) ? vp->nac : 0;
+    const int quotes = ph && vp->quotes;
+    uint32_t s0 = v->state[0];
+    /* lines, ring, throttle */
+    uint64_t bytes = v->bytes, next_check = v->next_check;
+    uint16_t *rlo = ln ? v->ring.lo : NULL;
+    uint8_t *rhi = v->ring.hi;
+    uint32_t rpos = v->ring.pos, rcap = v->ring.cap;
+    const int builder = ln && vp->builder;
+    uint32_t *buf = v->buf;
+    uint64_t h_all = v->h_all, h_commit = v->h_commit;
+    uint32_t len_all = v->len_all, len_commit = v->len_commit;
+    int fencing = v->fence_st != FENCE_NO;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t cp = load_cp(data, kind, i);
+        if (ln) {
+            bytes += kind == 1 ? 1u + (cp >= 0x80) : cc_utf8_len(cp);
+            if (rlo) rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, kind == 4 || rhi);
+        }
+        if (quotes && v->in_gap) gap_step(v, cp, chars0 + i);
+        if (nac) {
+            int hit;
+            s0 = cc_automaton_step(a0, s0, cp);
+            hit = s0 >= a0->match_base;
+            if (nac > 1) {
+                const cc_automaton *a1 = vp->live_ac[1];
+                v->state[1] = cc_automaton_step(a1, v->state[1], cp);
+                hit |= v->state[1] >= a1->match_base;
+            }
+            if (hit) {
+                v->chars = chars0 + i + 1;
+                v->state[0] = s0;
+                phrases_matched(w, vp, v, (uint64_t)i + 1);
+                nac = v->live_phrase_rules ? vp->nac : 0;
+            }
+        }
+        if (cp == '\n') {
+            v->chars = chars0 + i + 1;
+            if (builder) {
+                v->h_all = h_all, v->h_commit = h_commit;
+                v->len_all = len_all, v->len_commit = len_commit;
+            }
+            eng_line_end(w, vp, v, (uint64_t)i + 1);
+            if (builder) {
+                h_all = v->h_all, h_commit = v->h_commit;
+                len_all = v->len_all, len_commit = v->len_commit;
+                fencing = v->fence_st != FENCE_NO;
+            }
+        } else {
+            if (quotes && cc_is_quote(cp)) quote_update(v, cp);
+            if (builder) {
+                int sp = (int)cc_space_bit(cp);
+                if (!sp || len_all) {
+                    if (fencing && !sp) {
+                        fence_step(v, cp, len_all == 0, len_all > len_commit);
+                        fencing = v->fence_st != FENCE_NO;
+                    }
+                    line_append(buf, &h_all, &h_commit, &len_all, &len_commit, cp, (uint32_t)sp);
+                }
+            }
+        }
+        if (ln && bytes >= next_check) {
+            v->chars = chars0 + i + 1;
+            v->bytes = bytes;
+            v->ring.pos = rpos;
+            throttle(w, vp, v, (uint64_t)i + 1);
+            next_check = v->next_check;
+        }
+    }
+    v->chars = chars0 + len;
+    if (ph) v->state[0] = s0;
+    if (ln) {
+        v->bytes = bytes;
+        v->ring.pos = rpos;
+    }
+    if (builder) {
+        v->h_all = h_all, v->h_commit = h_commit;
+        v->len_all = len_all, v->len_commit = len_commit;
+    }
+}
+
+/* ---- the two common shapes, written out lean -------------------------------------------- */
+
+/* A character of a phrase view that the fast loop leaves to this general path: the gap after
+ * an occurrence, a match, a line end or a quote mark. `at` = the view's count after it. */
+static void ph_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, uint64_t at,
+                     uint64_t pos) {
+    const cc_automaton *a = vp->live_ac[0];
+    if (v->in_gap) gap_step(v, cp, at - 1);
+    uint32_t s = cc_automaton_step(a, v->state[0], cp);
+    v->state[0] = s;
+    if (s >= a->match_base) {
+        uint64_t end = v->chars;
+        v->chars = at;
+        phrases_matched(w, vp, v, pos);
+        v->chars = end;
+    }
+    if (cp == '\n') eng_line_end(w, vp, v, pos);
+    else if (vp->quotes && cc_is_quote(cp)) quote_update(v, cp);
+}
+
+/* A view that only matches phrases with one automaton (no lines, ring or throttle): the
+ * reasoning view of the default rules. With RING, the combined view of the same delta keeps
+ * only the evidence ring (no throttled rules there) and is filled in the same loop, so a short
+ * delta pays for one loop exit, not two. The fast loop keeps nothing live across a call: it
+ * stops before a character that needs more (a match, a line end or quote mark with
+ * suppress_quoted, the gap after a match), which ph_event handles. */
+HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, view *vc,
+                                 const void *data, size_t len, const int kind, const int ring,
+                                 const int wide) {
+    const uint64_t end = v->chars + len;
+    v->chars = end;
+    if (ring) vc->chars += len;
+    size_t i = 0;
+    while (i < len) {
+        if (!v->live_phrase_rules) {
+            /* every phrase rule of the view has fired for good: nothing here can fire any more;
+             * the rest only enters the ring */
+            for (; ring && i < len; i++) cc_ring_put(&vc->ring, load_cp(data, kind, i));
+            return;
+        }
+        if (!v->in_gap) {
+            const cc_automaton *a = vp->live_ac[0];
+            const uint32_t *trans = a->trans;
+            const uint32_t *pages = a->pages;
+            const uint16_t *pcls = a->page_cls;
+            const uint32_t mb = a->match_base, sb = a->special_base;
+            uint16_t *rlo = ring ? vc->ring.lo : NULL;
+            uint8_t *rhi = ring ? vc->ring.hi : NULL;
+            uint32_t rpos = ring ? vc->ring.pos : 0;
+            const uint32_t rcap = ring ? vc->ring.cap : 0;
+            uint32_t s = v->state[0];
+            for (; i < len; i++) {
+                uint32_t cp = load_cp(data, kind, i);
+                uint32_t c = kind == 4 ? cc_automaton_class(a, cp)
+                                       : pcls[pages[cp >> 8] + (cp & 0xFF)];
+                uint32_t t = trans[s + c];
+                if ((t >= mb) | (c >= sb)) break;
+                s = t;
+                if (ring) rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, wide);
+            }
+            v->state[0] = s;
+            if (ring) vc->ring.pos = rpos;
+            if (i == len) return;
+        }
+        uint32_t cp = load_cp(data, kind, i);
+        if (ring) cc_ring_put(&vc->ring, cp);
+        ph_event(w, vp, v, cp, end - len + i + 1, (uint64_t)i + 1);
+        i++;
+    }
+}
+
+HOT_INLINE void run_phrases(cc_watcher *w, const viewplan *vp, view *v, const void *data,
+                            size_t len, const int kind) {
+    run_phrases_ring(w, vp, v, NULL, data, len, kind, 0, 0);
+}
+
+
+/* The builder's work for a character that is not '\n' at the start of a line (leading
+ * whitespace, the first character) or on a line that may still be a code fence. */
+static void builder_slow(view *v, uint32_t cp) {
+    int sp = (int)cc_space_bit(cp);
+    if (sp && !v->len_all) return;
+    if (!sp && v->fence_st != FENCE_NO)
+        fence_step(v, cp, v->len_all == 0, v->len_all > v->len_commit);
+    line_append(v->buf, &v->h_all, &v->h_commit, &v->len_all, &v->len_commit, cp, (uint32_t)sp);
+}
+
+/* A character of a line view that the fast loop leaves to this general path: a line end, the
+ * start of a line or a possible fence line, a throttle point. */
+static void ln_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, uint64_t at,
+                     uint64_t pos) {
+    if (vp->nwindowed) v->bytes += cc_utf8_len(cp);
+    if (v->ring.lo) cc_ring_put(&v->ring, cp);
+    uint64_t end = v->chars;
+    v->chars = at;
+    if (vp->builder) {
+        if (cp == '\n') eng_line_end(w, vp, v, pos);
+        else builder_slow(v, cp);
+    }
+    if (v->bytes >= v->next_check) throttle(w, vp, v, pos);
+    v->chars = end;
+}
+
+/* A view that keeps lines (and maybe the ring and throttled checks) but matches no phrases:
+ * the combined view of the default rules. `wide`: the ring keeps high bits; `builder`: the view
+ * keeps lines (else it has only the ring). As run_phrases, the fast loop stops before a
+ * character that needs more, which ln_event handles. */
+HOT_INLINE void run_lines(cc_watcher *w, const viewplan *vp, view *v, const void *data,
+                          size_t len, const int kind, const int wide, const int builder) {
+    const uint64_t end = v->chars + len;
+    v->chars = end;
+    const int counted = vp->nwindowed != 0; /* bytes only matter to throttled rules */
+    size_t i = 0;
+    while (i < len) {
+        uint16_t *rlo = v->ring.lo;
+        uint8_t *rhi = v->ring.hi;
+        uint32_t rpos = v->ring.pos;
+        const uint32_t rcap = v->ring.cap;
+        /* bytes left before the next throttle point */
+        const int64_t left0 = counted && v->next_check != UINT64_MAX
+                                  ? (int64_t)(v->next_check - v->bytes) : INT64_MAX;
+        int64_t left = left0;
+        uint32_t *buf = v->buf;
+        uint64_t h = 0, hc = 0;
+        uint32_t n = 0, nc = 0;
+        int normal = 0;
+        if (builder) {
+            h = v->h_all, hc = v->h_commit, n = v->len_all, nc = v->len_commit;
+            normal = n && v->fence_st == FENCE_NO;
+        }
+        for (; i < len; i++) {
+            uint32_t cp = load_cp(data, kind, i);
+            int nb = kind == 4 ? (int)cc_utf8_len(cp) : utf8_len_bmp[cp >> 7];
+            if (builder ? (cp == '\n') | !normal | (left <= nb) : left <= nb) break;
+            left -= nb;
+            if (rlo) rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, wide);
+            if (builder) {
+                line_append(buf, &h, &hc, &n, &nc, cp, cc_space_bit(cp));
+            }
+        }
+        if (counted) v->bytes += (uint64_t)(left0 - left);
+        v->ring.pos = rpos;
+        if (builder) v->h_all = h, v->h_commit = hc, v->len_all = n, v->len_commit = nc;
+        if (i == len) return;
+        ln_event(w, vp, v, load_cp(data, kind, i), end - len + i + 1, (uint64_t)i + 1);
+        i++;
+    }
+}
+
+/* ---- one delta, both views ----------------------------------------------------------- */
+
+/* Any shapes: each used view through its own loop (buffers are ready). */
+static void pair_generic(cc_watcher *w, int channel, const void *data, size_t len, int kind) {
+    for (int k = 0; k < 2; k++) {
+        int vi = k ? CC_VIEW_COMBINED : channel;
+        const viewplan *vp = &w->rs->views[vi];
+        view *v = &w->v[vi];
+        if (vp->used) vp->run[v->ring.hi != NULL][kind >> 1](w, vp, v, data, len);
+    }
+}
+
+/* The common shapes in one function: the channel's view matches phrases with one automaton
+ * (ph) or is unused, and the combined view keeps lines or only the ring (builder). */
+HOT_INLINE void pair_fused(cc_watcher *w, int ch, const void *d, size_t n, const int kind,
+                           const int wide, const int ph, const int builder) {
+    if (ph) run_phrases(w, &w->rs->views[ch], &w->v[ch], d, n, kind);
+    run_lines(w, &w->rs->views[CC_VIEW_COMBINED], &w->v[CC_VIEW_COMBINED], d, n, kind, wide,
+              builder);
+}
+
+/* ---- the loop tables ----------------------------------------------------------------- */
+
+/* Every loop is specialised per (kind, wide): kind = bytes per code point of the delta (1, 2,
+ * 4), wide = the ring keeps high bits (always so for kind 4). The body of each shape is written
+ * once below, as VIEW_LOOP_<shape>(K, W) or PAIR_LOOP_<shape>(K, W); the X-macros make one
+ * function per (shape, K, W) and the tables ruleset.c picks from. */
+#define FOR_KIND_WIDE(X, S) X(S, 1, 0) X(S, 2, 0) X(S, 1, 1) X(S, 2, 1) X(S, 4, 1)
+
+#define VIEW_SHAPES(X) X(VIEW_ALL) X(VIEW_PHRASES) X(VIEW_LINES) X(VIEW_RING)
+#define VIEW_LOOP_VIEW_ALL(K, W) run_view(w, vp, v, d, n, K, LOOP_PH | LOOP_LN)
+#define VIEW_LOOP_VIEW_PHRASES(K, W) run_phrases(w, vp, v, d, n, K)
+#define VIEW_LOOP_VIEW_LINES(K, W) run_lines(w, vp, v, d, n, K, W, 1)
+#define VIEW_LOOP_VIEW_RING(K, W) run_lines(w, vp, v, d, n, K, W, 0)
+
+#define PAIR_SHAPES(X) \
+    X(PAIR_GENERIC) X(PAIR_PH_LN) X(PAIR_PH_RG) X(PAIR_PH_EV) X(PAIR_LN) X(PAIR_RG)
+#define PAIR_LOOP_PAIR_GENERIC(K, W) pair_generic(w, ch, d, n, K)
+#define PAIR_LOOP_PAIR_PH_LN(K, W) pair_fused(w, ch, d, n, K, W, 1, 1)
+#define PAIR_LOOP_PAIR_PH_RG(K, W) pair_fused(w, ch, d, n, K, W, 1, 0)
+#define PAIR_LOOP_PAIR_LN(K, W) pair_fused(w, ch, d, n, K, W, 0, 1)
+#define PAIR_LOOP_PAIR_RG(K, W) pair_fused(w, ch, d, n, K, W, 0, 0)
+#define PAIR_LOOP_PAIR_PH_EV(K, W)                                                             \
+    run_phrases_ring(w, &w->rs->views[ch], &w->v[ch], &w->v[CC_VIEW_COMBINED], d, n, K, 1, W)
+
+#define DEFINE_VIEW_LOOP(S, K, W)                                                              \
+    static void loop_##S##_##K##W(cc_watcher *w, const viewplan *vp, view *v, const void *d,   \
+                                  size_t n) {                                                  \
+        VIEW_LOOP_##S(K, W);                                                                   \
+    }
+#define DEFINE_PAIR_LOOP(S, K, W)                                                              \
+    static void loop_##S##_##K##W(cc_watcher *w, int ch, const void *d, size_t n) {            \
+        PAIR_LOOP_##S(K, W);                                                                   \
+    }
+#define DEFINE_VIEW_LOOPS(S) FOR_KIND_WIDE(DEFINE_VIEW_LOOP, S)
+#define DEFINE_PAIR_LOOPS(S) FOR_KIND_WIDE(DEFINE_PAIR_LOOP, S)
+VIEW_SHAPES(DEFINE_VIEW_LOOPS)
+PAIR_SHAPES(DEFINE_PAIR_LOOPS)
+
+/* [shape][ring has high bits][kind 1, 2, 4] */
+#define LOOP_ROW(S)                                                                            \
+    [S] = {{loop_##S##_10, loop_##S##_20, loop_##S##_41},                                      \
+           {loop_##S##_11, loop_##S##_21, loop_##S##_41}},
+const run_fn eng_view_loops[NVIEW_SHAPES][2][3] = {VIEW_SHAPES(LOOP_ROW)};
+const pair_fn eng_pair_loops[NPAIR_SHAPES][2][3] = {PAIR_SHAPES(LOOP_ROW)};
