@@ -5,6 +5,26 @@ from typing import Any, SupportsIndex, final
 from .detection import Detection
 from .rules import Rule, RulesetOptions
 
+# Limits of the C core (csrc/engine.h).
+EVIDENCE_CHARS: int
+MAX_COUNT: int
+MAX_EVERY_BYTES: int
+MAX_CYCLE_TOP: int
+MAX_PREFIX_CHARS: int
+MAX_FILLERS: int
+MAX_DELIMITERS: int
+MAX_WINDOW_CHARS: int
+MAX_TAIL_CHARS: int
+MAX_PHRASE_CHARS: int
+MAX_PHRASES: int
+MAX_PHRASE_BYTES: int
+
+def _compile_specs(
+    specs: Iterable[dict[str, Any]],
+    phrase_lists: Iterable[Iterable[str]] | None = None,
+    **options: Any,
+) -> None: ...
+
 @final
 class Ruleset:
     """Compiled rules: immutable, safe to share across threads, picklable."""

@@ -102,7 +102,8 @@ def _pct(ratio: float | None) -> str:
 
 def format_evidence(d: Detection, unit: str | None = None, line: str | None = None,
                     line_cut: bool = False) -> str:
-    """One line of evidence for a table cell or a text record, by the detection's kind.
+    """One line of evidence for a table cell or a text record, from the evidence fields the
+    detection carries.
 
     ``unit`` is the whole repeating unit of a ``tail-repeat`` and ``line`` the whole repeated line
     of a ``line-repeat`` when known (see :class:`contextcare.traces.Site`); one shown in part ends
@@ -110,8 +111,8 @@ def format_evidence(d: Detection, unit: str | None = None, line: str | None = No
     """
     if d.phrase is not None:
         return _quote(d.phrase)
-    if d.kind == "line-repeat":
-        whole = line if line is not None else d.line or ""
+    if d.line is not None:
+        whole = line if line is not None else d.line
         shown = _quote(whole)
         if line_cut or (line is None and len(whole) >= 40):  # the engine keeps 40 characters
             shown = (shown if shown.endswith('…"') else shown[:-1] + '…"') + " (a longer line)"

@@ -50,7 +50,7 @@ from typing import Any, Union
 from .detection import Detection
 from .errors import RuleTypeError, RuleValueError
 from .marker import OWN_NAME
-from .notices import Measurement, check_lang, message
+from .notices import Measurement, check_lang, message, topic_of
 from .rules import Rule
 
 __all__ = ["Guard", "Reply", "Abort", "Remind", "Verdict", "Partial"]
@@ -320,7 +320,7 @@ class Guard:
         return Measurement(self._status, self._replies_since_status)
 
     def _message(self, d: Detection, form: str) -> Message:
-        m = self._measurement() if d.kind == "context-anxiety" else None
+        m = self._measurement() if topic_of(d) == "context-anxiety" else None
         stops = self._aborts_in_a_row if form == "stopped" else None
         return message(d, lang=self._lang, form=form, measurement=m, stops=stops,
                        name=self._name)

@@ -30,15 +30,17 @@ unknown message fields: ``Guard.pending_notices(metadata=False)``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from .detection import Detection
 from .errors import RuleTypeError, RuleValueError
 from .marker import OWN_NAME
+from .rules import KINDS as _RULE_KINDS
 
 __all__ = [
     "LANGS", "FORMS", "KINDS", "StatusLike", "Measurement", "render", "describe", "message",
-    "check_lang",
+    "check_lang", "topic_of",
 ]
 
 Lang = Literal["en", "zh"]
@@ -48,14 +50,15 @@ Form = Literal["remind", "continue", "stopped"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
 #: Notice forms: a reminder, an abort that auto-continues, an abort that does not.
 FORMS: tuple[Form, ...] = ("remind", "continue", "stopped")
-#: Detection kinds with their own wording (any other kind gets a generic sentence).
-KINDS = (
-    "phrase", "marker", "time-anxiety", "context-anxiety", "line-repeat", "line-cycle",
-    "filler-lines", "prefix-monotony", "tail-repeat",
-)
+#: Detection kinds with their own wording: every rule kind (any other kind gets a generic
+#: sentence). The wording of each is in the tables ``_EN_EVIDENCE`` and ``_ZH_EVIDENCE``.
+KINDS: tuple[str, ...] = tuple(_RULE_KINDS)
 
-_LOOP_KINDS = frozenset(
-    {"line-repeat", "line-cycle", "filler-lines", "prefix-monotony", "tail-repeat"})
+
+def topic_of(d: Detection) -> str:
+    """What the notice talks of: the rule class's ``topic`` ("other" for an unknown kind)."""
+    rule_type = _RULE_KINDS.get(d.kind)
+    return rule_type.topic if rule_type is not None else "other"
 
 
 class StatusLike(Protocol):
@@ -138,6 +141,68 @@ def _show(text: str) -> str:
 _EN_WHERE = {"text": "your answer", "reasoning": "your reasoning", "combined": "your reply"}
 
 
+def _en_phrase(d: Detection, where: str, share: str) -> str | None:
+    return None if d.phrase is None else f'the phrase "{_show(d.phrase)}" in {where}'
+
+
+def _en_marker(d: Detection, where: str, share: str) -> str | None:
+    return None if d.phrase is None else f'the marker "{_show(d.phrase)}" in {where}'
+
+
+def _en_line_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.line is None:
+        return None
+    out = f'the line "{_show(d.line)}"'
+    if d.count is not None and d.total is not None:
+        out += f" {d.count} times among the last {d.total} lines of {where}"
+        if d.ratio is not None:
+            out += f" ({_percent(d.ratio)})"
+    else:
+        out += f" repeated in {where}"
+    if d.run is not None and d.run > 1:
+        out += f", {d.run} times in a row"
+    return out
+
+
+def _en_line_cycle(d: Detection, where: str, share: str) -> str | None:
+    if not d.cycle:
+        return None
+    lines = [f'"{_show(line)}"' for line in d.cycle]
+    listed = lines[0] if len(lines) == 1 else ", ".join(lines[:-1]) + " and " + lines[-1]
+    out = f"the short lines {listed} taking turns"
+    return out + (f", together {share}" if share else f" in {where}")
+
+
+def _en_filler_lines(d: Detection, where: str, share: str) -> str | None:
+    return f"{share} being short filler lines (a word or two of acknowledgement)" if share else None
+
+
+def _en_prefix_monotony(d: Detection, where: str, share: str) -> str | None:
+    if d.prefix is None:
+        return None
+    return (f'{share} opening with "{_show(d.prefix)}"' if share
+            else f'line after line of {where} opening with "{_show(d.prefix)}"')
+
+
+def _en_tail_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.unit is None:
+        return None
+    times = f" {d.repeats} times" if d.repeats is not None else ""
+    return f'the text "{_show(d.unit)}" repeated{times} back to back at the end of {where}'
+
+
+_Wording = Callable[[Detection, str, str], "str | None"]
+
+#: The evidence sentence of each kind: (detection, where, share) -> text, or None when the
+#: detection lacks the fields the sentence needs.
+_EN_EVIDENCE: dict[str, _Wording] = {
+    "phrase": _en_phrase, "marker": _en_marker, "time-anxiety": _en_phrase,
+    "context-anxiety": _en_phrase, "line-repeat": _en_line_repeat,
+    "line-cycle": _en_line_cycle, "filler-lines": _en_filler_lines,
+    "prefix-monotony": _en_prefix_monotony, "tail-repeat": _en_tail_repeat,
+}
+
+
 def _en_evidence(d: Detection) -> str:
     where = _EN_WHERE.get(d.channel, "your reply")
     share = ""
@@ -145,36 +210,9 @@ def _en_evidence(d: Detection) -> str:
         share = f"{d.count} of the last {d.total} lines of {where}"
         if d.ratio is not None:
             share += f" ({_percent(d.ratio)})"
-    kind = d.kind
-    if kind in ("phrase", "time-anxiety", "context-anxiety") and d.phrase is not None:
-        return f'the phrase "{_show(d.phrase)}" in {where}'
-    if kind == "marker" and d.phrase is not None:
-        return f'the marker "{_show(d.phrase)}" in {where}'
-    if kind == "line-repeat" and d.line is not None:
-        out = f'the line "{_show(d.line)}"'
-        if d.count is not None and d.total is not None:
-            out += f" {d.count} times among the last {d.total} lines of {where}"
-            if d.ratio is not None:
-                out += f" ({_percent(d.ratio)})"
-        else:
-            out += f" repeated in {where}"
-        if d.run is not None and d.run > 1:
-            out += f", {d.run} times in a row"
-        return out
-    if kind == "line-cycle" and d.cycle:
-        lines = [f'"{_show(line)}"' for line in d.cycle]
-        listed = lines[0] if len(lines) == 1 else ", ".join(lines[:-1]) + " and " + lines[-1]
-        out = f"the short lines {listed} taking turns"
-        return out + (f", together {share}" if share else f" in {where}")
-    if kind == "filler-lines" and share:
-        return f"{share} being short filler lines (a word or two of acknowledgement)"
-    if kind == "prefix-monotony" and d.prefix is not None:
-        return (f'{share} opening with "{_show(d.prefix)}"' if share
-                else f'line after line of {where} opening with "{_show(d.prefix)}"')
-    if kind == "tail-repeat" and d.unit is not None:
-        times = f" {d.repeats} times" if d.repeats is not None else ""
-        return f'the text "{_show(d.unit)}" repeated{times} back to back at the end of {where}'
-    return f'the rule "{d.rule}" ({d.kind}) firing on {where}'
+    wording = _EN_EVIDENCE.get(d.kind)
+    text = wording(d, where, share) if wording is not None else None
+    return text if text is not None else f'the rule "{d.rule}" ({d.kind}) firing on {where}'
 
 
 _EN_OPEN = {
@@ -238,8 +276,7 @@ def _en_measurement(m: Measurement | None) -> str:
 
 
 def _en(d: Detection, form: Form, m: Measurement | None, stops: int | None) -> str:
-    topic = d.kind if d.kind in ("time-anxiety", "context-anxiety") else (
-        "loop" if d.kind in _LOOP_KINDS else "other")
+    topic = topic_of(d)
     evidence = _en_evidence(d)
     advice = _EN_ADVICE[topic].replace("{measurement}", _en_measurement(m))
     if form == "remind":
@@ -265,6 +302,62 @@ _ZH_GRADES = {"normal": "正常", "elevated": "偏高", "high": "高", "very-hig
               "uncalibrated": "未校准"}
 
 
+def _zh_phrase(d: Detection, where: str, share: str) -> str | None:
+    return None if d.phrase is None else f"{where}中出现了“{_show(d.phrase)}”"
+
+
+def _zh_marker(d: Detection, where: str, share: str) -> str | None:
+    return None if d.phrase is None else f"{where}中出现了标记“{_show(d.phrase)}”"
+
+
+def _zh_line_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.line is None:
+        return None
+    if d.count is not None and d.total is not None:
+        out = f"{where}最近 {d.total} 行里，“{_show(d.line)}”这一行出现了 {d.count} 次"
+        if d.ratio is not None:
+            out += f"（{_percent(d.ratio)}）"
+    else:
+        out = f"{where}中“{_show(d.line)}”这一行反复出现"
+    if d.run is not None and d.run > 1:
+        out += f"，其中连续 {d.run} 次"
+    return out
+
+
+def _zh_line_cycle(d: Detection, where: str, share: str) -> str | None:
+    if not d.cycle:
+        return None
+    listed = "、".join(f"“{_show(line)}”" for line in d.cycle)
+    out = f"{where}中{listed}这几行短句轮流出现"
+    return out + (f"，合计{share}" if share else "")
+
+
+def _zh_filler_lines(d: Detection, where: str, share: str) -> str | None:
+    return f"{where}{share}是只有一两个字的应答或语气词短句" if share else None
+
+
+def _zh_prefix_monotony(d: Detection, where: str, share: str) -> str | None:
+    if d.prefix is None:
+        return None
+    return (f"{where}{share}以“{_show(d.prefix)}”开头" if share
+            else f"{where}一行接一行地以“{_show(d.prefix)}”开头")
+
+
+def _zh_tail_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.unit is None:
+        return None
+    times = f" {d.repeats} 次" if d.repeats is not None else ""
+    return f"{where}末尾，“{_show(d.unit)}”首尾相接地重复了{times}"
+
+
+_ZH_EVIDENCE: dict[str, _Wording] = {
+    "phrase": _zh_phrase, "marker": _zh_marker, "time-anxiety": _zh_phrase,
+    "context-anxiety": _zh_phrase, "line-repeat": _zh_line_repeat,
+    "line-cycle": _zh_line_cycle, "filler-lines": _zh_filler_lines,
+    "prefix-monotony": _zh_prefix_monotony, "tail-repeat": _zh_tail_repeat,
+}
+
+
 def _zh_evidence(d: Detection) -> str:
     where = _ZH_WHERE.get(d.channel, "你的输出")
     share = ""
@@ -272,34 +365,9 @@ def _zh_evidence(d: Detection) -> str:
         share = f"最近 {d.total} 行里有 {d.count} 行"
         if d.ratio is not None:
             share += f"（{_percent(d.ratio)}）"
-    kind = d.kind
-    if kind in ("phrase", "time-anxiety", "context-anxiety") and d.phrase is not None:
-        return f"{where}中出现了“{_show(d.phrase)}”"
-    if kind == "marker" and d.phrase is not None:
-        return f"{where}中出现了标记“{_show(d.phrase)}”"
-    if kind == "line-repeat" and d.line is not None:
-        if d.count is not None and d.total is not None:
-            out = f"{where}最近 {d.total} 行里，“{_show(d.line)}”这一行出现了 {d.count} 次"
-            if d.ratio is not None:
-                out += f"（{_percent(d.ratio)}）"
-        else:
-            out = f"{where}中“{_show(d.line)}”这一行反复出现"
-        if d.run is not None and d.run > 1:
-            out += f"，其中连续 {d.run} 次"
-        return out
-    if kind == "line-cycle" and d.cycle:
-        listed = "、".join(f"“{_show(line)}”" for line in d.cycle)
-        out = f"{where}中{listed}这几行短句轮流出现"
-        return out + (f"，合计{share}" if share else "")
-    if kind == "filler-lines" and share:
-        return f"{where}{share}是只有一两个字的应答或语气词短句"
-    if kind == "prefix-monotony" and d.prefix is not None:
-        return (f"{where}{share}以“{_show(d.prefix)}”开头" if share
-                else f"{where}一行接一行地以“{_show(d.prefix)}”开头")
-    if kind == "tail-repeat" and d.unit is not None:
-        times = f" {d.repeats} 次" if d.repeats is not None else ""
-        return f"{where}末尾，“{_show(d.unit)}”首尾相接地重复了{times}"
-    return f"规则“{d.rule}”（{d.kind}）在{where}中触发"
+    wording = _ZH_EVIDENCE.get(d.kind)
+    text = wording(d, where, share) if wording is not None else None
+    return text if text is not None else f"规则“{d.rule}”（{d.kind}）在{where}中触发"
 
 
 _ZH_OPEN = {
@@ -349,8 +417,7 @@ def _zh_measurement(m: Measurement | None) -> str:
 
 
 def _zh(d: Detection, form: Form, m: Measurement | None, stops: int | None) -> str:
-    topic = d.kind if d.kind in ("time-anxiety", "context-anxiety") else (
-        "loop" if d.kind in _LOOP_KINDS else "other")
+    topic = topic_of(d)
     evidence = _zh_evidence(d)
     advice = _ZH_ADVICE[topic].replace("{measurement}", _zh_measurement(m))
     if form == "remind":
@@ -415,7 +482,7 @@ def message(detection: Detection, *, lang: str = "en", form: str = "remind",
         "offset": detection.offset,
         "evidence": detection.evidence(),
     }
-    if detection.kind == "context-anxiety":
+    if topic_of(detection) == "context-anxiety":
         meta["measurement"] = measurement.to_dict() if measurement is not None else None
     msg["metadata"] = meta
     return msg

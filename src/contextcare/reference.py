@@ -18,7 +18,7 @@ import copy as _copy
 import re
 import threading
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,8 +119,8 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
             continue
         if rule.windowed:
             windowed.append(index)
-            if isinstance(rule, TailRepeat):
-                recent = max(recent, rule.window_chars)
+            if _DETECTORS[rule.detector][1] == "tail":
+                recent = max(recent, rule.window_chars)  # type: ignore[attr-defined]
             continue
         phrase_rules.append(index)
         fold = rule.ignores_case
@@ -549,20 +549,13 @@ class Watcher:
         if not self._may_fire(index):
             return []
         rule = self._rule(index)
-        if isinstance(rule, TailRepeat):
+        check, reads = _DETECTORS[rule.detector]
+        if reads == "tail":
             if self._ruleset._options.mask_code_fences and view.inside_fence:
                 return []
-            evidence = _tail_repeat(rule, view.recent)
-        elif isinstance(rule, LineRepeat):
-            evidence = _line_repeat(rule, list(view.window))
-        elif isinstance(rule, LineCycle):
-            evidence = _line_cycle(rule, list(view.window))
-        elif isinstance(rule, FillerLines):
-            evidence = _filler_lines(rule, list(view.window))
-        elif isinstance(rule, PrefixMonotony):
-            evidence = _prefix_monotony(rule, list(view.window))
-        else:  # pragma: no cover - check_rules only admits the kinds above as windowed
-            raise TypeError(f"unknown windowed rule {rule!r}")
+            evidence = check(rule, view.recent)
+        else:
+            evidence = check(rule, list(view.window))
         if evidence is None:
             return []
         return [self._fire(index, view.chars, rule.channel, **evidence)]
@@ -701,3 +694,14 @@ def _tail_repeat(rule: TailRepeat, recent: str) -> dict[str, Any] | None:
             return {"unit": unit[:EVIDENCE_LINE_CHARS], "period": p, "repeats": length // p}
     return None
 
+
+#: The windowed detectors by ``Rule.detector``: the check and what it reads, ``"window"`` (the
+#: lines of the view's window) or ``"tail"`` (the text since the barrier, ``recent``; skipped
+#: inside a masked code fence).
+_DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] = {
+    "line-repeat": (_line_repeat, "window"),
+    "line-cycle": (_line_cycle, "window"),
+    "filler-lines": (_filler_lines, "window"),
+    "prefix-monotony": (_prefix_monotony, "window"),
+    "tail-repeat": (_tail_repeat, "tail"),
+}
