@@ -68,7 +68,7 @@ def _size(deltas: list[str]) -> dict[str, int]:
 def bench_floor_phrases(benchmark: Any, ptrace: traces.PhraseTrace, which: str) -> None:
     engine = harness.load_engine("contextcare")
     if which == "engine" and (engine is None or engine.noop is None):
-        pytest.skip("the engine has no Watcher._noop")
+        pytest.skip("the engine has no _engine._Floor.feed")
     label, noop = harness.floor_feed(engine if which == "engine" else None)
     hits: list[Any] = []
     record(benchmark, table="feed", workload=WORK, method=f"floor: {label}", role="floor",

@@ -59,7 +59,7 @@ BIG = os.environ.get("CONTEXTCARE_BENCH_BIG", "") not in ("", "0")
 @dataclass(frozen=True)
 class Engine:
     """An engine to benchmark: its ``Ruleset`` class, whether it is compiled, and its no-op
-    method when it has one (``Watcher._noop``, bound to a spare watcher)."""
+    feed when it has one (``_engine._Floor(watcher).feed``, over a spare watcher)."""
 
     name: str
     ruleset: Any
@@ -88,23 +88,29 @@ def load_engine(which: str) -> Engine | None:
         pure = False
     # A compiled class's methods are not Python functions.
     native = not pure and not isinstance(getattr(ruleset, "watcher", None), types.FunctionType)
-    return Engine(which, ruleset, native, getattr(probe, "_noop", None) if native else None)
+    noop = None
+    if native:
+        from contextcare import _engine
+
+        floor = getattr(_engine, "_Floor", None)
+        noop = floor(probe).feed if floor is not None else None
+    return Engine(which, ruleset, native, noop)
 
 
 # --------------------------------------------------------------------------- floors
 
 def floor_feed(engine: Engine | None) -> tuple[str, Callable[..., Any]]:
-    """The one-argument floor: the engine's own ``Watcher._noop`` when it has one (same argument
+    """The one-argument floor: the engine's own no-op feed when it has one (same argument
     parsing and return value as ``feed``), else ``().count`` (a METH_O C method that loops over
     nothing and returns the cached int 0)."""
     if engine is not None and engine.noop is not None:
-        return "Watcher._noop(delta)", engine.noop
+        return "_Floor.feed(delta)", engine.noop
     return "().count(delta)", ().count
 
 
 class FloorWatcher:
     """Looks like a watcher to :func:`feed_replies`, but every call is a no-op C call:
-    ``feed(delta, channel)`` is the engine's ``_noop`` when it has one, else ``operator.is_``
+    ``feed(delta, channel)`` is the engine's no-op feed when it has one, else ``operator.is_``
     (a C function of two arguments that returns ``False``);
     ``finish`` and ``reset`` return the empty tuple."""
 
@@ -112,7 +118,7 @@ class FloorWatcher:
         self.label = "operator.is_(delta, channel)"
         self.feed: Callable[[str, str], Any] = operator.is_
         if engine is not None and engine.noop is not None:
-            self.label = "Watcher._noop(delta, channel)"
+            self.label = "_Floor.feed(delta, channel)"
             self.feed = engine.noop
         self.finish: Callable[[], Any] = tuple
         self.reset: Callable[[], Any] = tuple

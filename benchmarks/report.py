@@ -284,7 +284,7 @@ def machine(data: dict[str, Any]) -> list[str]:
              f" {mi.get('release', '')}), {mi.get('python_implementation', 'Python')}"
              f" {cc.get('python', mi.get('python_version', ''))}; {versions}.")
     second = (f"Engine measured: {cc.get('engine', '?')}"
-              f"{' (with `Watcher._noop` as the floor)' if cc.get('engine_noop') else ''};"
+              f"{' (with `_engine._Floor.feed` as the floor)' if cc.get('engine_noop') else ''};"
               f" run at {data.get('datetime', '?')};"
               f" large cases {'on' if cc.get('big') else 'off'};"
               f" load average {cc.get('load_start', '?')} at the start,"

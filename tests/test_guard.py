@@ -8,6 +8,7 @@ import re
 import pytest
 
 import contextcare as cc
+from contextcare import reference
 from contextcare.grades import measure
 from contextcare.guard import Abort, Guard, Partial, Remind, Reply
 
@@ -17,8 +18,12 @@ AUDIT = cc.Phrases("audit", ("secret",), channel="text", action="record")
 RULES = [STOP, NUDGE, AUDIT, cc.TimeAnxiety(), cc.ContextAnxiety()]
 
 
-@pytest.fixture(scope="module")
-def ruleset() -> cc.Ruleset:
+@pytest.fixture(scope="module", params=["native", "reference"])
+def ruleset(request: pytest.FixtureRequest) -> cc.Ruleset:
+    """Every test that takes this fixture runs over both engines: a Guard over the reference
+    engine records its replies with the pure-Python recorder."""
+    if request.param == "reference":
+        return reference.Ruleset(RULES)  # type: ignore[return-value]
     return cc.Ruleset(RULES)
 
 
@@ -326,3 +331,63 @@ def test_bad_arguments_name_themselves(ruleset: cc.Ruleset) -> None:
         Guard(ruleset).reply().feed(b"bytes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="channel"):
         Guard(ruleset).reply().feed("x", "thinking")
+
+
+# --------------------------------------------------------------------------- engine surfaces
+
+def _public(obj: object) -> set[str]:
+    return {name for name in dir(obj) if not name.startswith("_")}
+
+
+def test_native_and_reference_watchers_have_the_same_public_surface() -> None:
+    import inspect
+
+    native = cc.Ruleset(RULES).watcher()
+    pure = reference.Ruleset(RULES).watcher()
+    assert _public(native) == _public(pure)
+    for name in _public(native):
+        a, b = getattr(native, name), getattr(pure, name)
+        if callable(a):  # parameter names, kinds and defaults (not annotations)
+            shape = [[(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+                     for f in (a, b)]
+            assert shape[0] == shape[1], name
+    # the recorder hooks of the actions layer are not on the engine's stream any more
+    for hook in ("_track", "_feed_tracked", "_kept_text", "_noop"):
+        assert not hasattr(native, hook) and not hasattr(pure, hook)
+
+
+def test_native_and_reference_recorders_have_the_same_surface() -> None:
+    native = cc._engine.Recorder(cc.Ruleset(RULES).watcher(), tuple)
+    pure = reference.Recorder(reference.Ruleset(RULES).watcher(), tuple)
+    assert _public(native) == _public(pure) == {"feed", "close", "text"}
+
+
+@pytest.mark.parametrize("engine", ["native", "reference"])
+def test_recorder_keeps_text_calls_back_and_closes(engine: str) -> None:
+    mod = cc._engine if engine == "native" else reference
+    ruleset = (cc.Ruleset if engine == "native" else reference.Ruleset)([STOP])
+    seen: list[tuple[object, ...]] = []
+    rec = mod.Recorder(ruleset.watcher(), lambda found: seen.append(found) or "fired")
+    assert rec.feed("a LOOP", "text") is None
+    assert rec.feed("é", "reasoning") is None
+    assert rec.feed("ING 😀", "text") == "fired"
+    assert [d.rule for d in seen[0]] == ["stop"]
+    assert (rec.text("text"), rec.text("reasoning")) == ("a LOOPING 😀", "é")
+    rec.close("closed now")
+    with pytest.raises(RuntimeError, match="closed now"):
+        rec.feed("x", "text")
+    assert rec.text("text") == "a LOOPING 😀"
+    with pytest.raises(ValueError, match="channel"):
+        rec.text("combined")
+    with pytest.raises(TypeError, match="on_fire"):
+        mod.Recorder(ruleset.watcher(), 3)
+
+
+def test_reply_binds_feed_once() -> None:
+    for ruleset in (cc.Ruleset(RULES), reference.Ruleset(RULES)):
+        reply = Guard(ruleset).reply()
+        feed = reply.feed
+        assert reply.feed("LOOPING", "text") is not None
+        assert reply.feed is feed  # not swapped when the reply ended
+        with pytest.raises(RuntimeError, match="ended"):
+            feed("more", "text")

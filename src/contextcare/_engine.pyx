@@ -509,10 +509,6 @@ cdef class Watcher:
     cdef cc_watcher *_w
     cdef Ruleset _ruleset
     cdef bint _busy
-    cdef object _on_fire
-    cdef Py_UCS4 *_kept[2]       # tracked watchers keep the reply's text, per channel
-    cdef Py_ssize_t _kept_len[2]
-    cdef Py_ssize_t _kept_cap[2]
 
     def __init__(self, *args, **kwargs):
         raise TypeError("create watchers with Ruleset.watcher()")
@@ -529,8 +525,6 @@ cdef class Watcher:
 
     def __dealloc__(self):
         cc_watcher_free(self._w)
-        free(self._kept[0])
-        free(self._kept[1])
 
     cdef inline int _enter(self) except -1:
         if self._busy or self._w == NULL:
@@ -580,78 +574,6 @@ cdef class Watcher:
         if self._feed(text, ch) == 0:
             return ()
         return _detections(self._ruleset, self._w)
-
-    def _track(self, on_fire):
-        """For the actions layer (``Reply``): from now on ``_feed_tracked`` keeps the text of
-        every delta (``_kept_text``) and hands detections to ``on_fire``. This keeps the
-        per-delta fast path of a guarded reply in C: one call, a copy of the delta's code points,
-        no Python frame and no Python object per delta."""
-        self._enter()
-        if not callable(on_fire):
-            raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
-        self._on_fire = on_fire
-
-    cdef int _keep(self, int ch, object text) except -1:
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, need = self._kept_len[ch] + n
-        cdef Py_ssize_t cap = self._kept_cap[ch]
-        cdef Py_UCS4 *buf = self._kept[ch]
-        cdef int kind = PyUnicode_KIND(text)
-        cdef void *data = PyUnicode_DATA(text)
-        if need > cap:
-            cap = max(need, 2 * cap, 256)
-            buf = <Py_UCS4 *>realloc(buf, cap * sizeof(Py_UCS4))
-            if buf == NULL:
-                raise MemoryError()
-            self._kept[ch] = buf
-            self._kept_cap[ch] = cap
-        buf += self._kept_len[ch]
-        if kind == 1:
-            for i in range(n):
-                buf[i] = (<const unsigned char *>data)[i]
-        elif kind == 2:
-            for i in range(n):
-                buf[i] = (<const unsigned short *>data)[i]
-        else:
-            memcpy(buf, data, n * sizeof(Py_UCS4))
-        self._kept_len[ch] = need
-        return 0
-
-    def _feed_tracked(self, text, /, channel="text"):
-        """``feed`` for a tracked watcher: keeps the delta's text, returns ``None`` when nothing
-        fired, else ``on_fire(detections)``."""
-        cdef int ch = _feed_channel(channel)
-        if type(text) is not str:
-            _rules.check_text(text)
-        if self._on_fire is None:
-            self._enter()
-            raise RuntimeError("_feed_tracked() needs _track() first")
-        cdef int hits = self._feed(text, ch)
-        self._keep(ch, text)
-        if hits == 0:
-            return None
-        return self._on_fire(_detections(self._ruleset, self._w))
-
-    def _kept_text(self, channel):
-        """All text ``_feed_tracked`` received on ``channel`` since ``_track``."""
-        cdef int ch = _feed_channel(channel)
-        self._enter()
-        return PyUnicode_FromKindAndData(4, self._kept[ch], self._kept_len[ch])
-
-    def _noop(self, text, /, channel="text"):
-        """Benchmark floor: the argument handling of ``feed`` (channel check, type check, busy
-        and finished checks, reading the str) and its return value, without any engine work."""
-        cdef int ch = _feed_channel(channel)
-        if type(text) is not str:
-            _rules.check_text(text)
-        self._enter()
-        if cc_watcher_finished(self._w):
-            raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
-        cdef int kind = PyUnicode_KIND(text)
-        cdef void *data = PyUnicode_DATA(text)
-        if n < 0 or ch < 0 or kind == 0 or data == NULL:
-            return None
-        return ()
 
     def finish(self):
         """End of stream: complete the pending lines and run every throttled rule once more."""
@@ -734,3 +656,103 @@ cdef class Watcher:
     def __reduce__(self):
         raise TypeError("a Watcher cannot be pickled; pickle its Ruleset and use copy() for "
                         "snapshots")
+
+
+cdef class Recorder:
+    """A watched reply's recorder: feeds a :class:`Watcher`, keeps the text of every delta per
+    channel, and hands detections to ``on_fire``. Made by ``contextcare.guard.Reply``; it keeps
+    the per-delta path of a guarded reply in C (one call, a copy of the delta's code points, no
+    Python frame and no Python object per delta). ``contextcare.reference.Recorder`` is the same
+    object for any other watcher.
+    """
+
+    cdef Watcher _watcher
+    cdef object _on_fire
+    cdef object _closed          # None, or the message feed() raises once closed
+    cdef Py_UCS4 *_kept[2]
+    cdef Py_ssize_t _kept_len[2]
+    cdef Py_ssize_t _kept_cap[2]
+
+    def __init__(self, Watcher watcher not None, on_fire):
+        if not callable(on_fire):
+            raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
+        self._watcher = watcher
+        self._on_fire = on_fire
+
+    def __dealloc__(self):
+        free(self._kept[0])
+        free(self._kept[1])
+
+    cdef int _keep(self, int ch, object text) except -1:
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, need = self._kept_len[ch] + n
+        cdef Py_ssize_t cap = self._kept_cap[ch]
+        cdef Py_UCS4 *buf = self._kept[ch]
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        if need > cap:
+            cap = max(need, 2 * cap, 256)
+            buf = <Py_UCS4 *>realloc(buf, cap * sizeof(Py_UCS4))
+            if buf == NULL:
+                raise MemoryError()
+            self._kept[ch] = buf
+            self._kept_cap[ch] = cap
+        buf += self._kept_len[ch]
+        if kind == 1:
+            for i in range(n):
+                buf[i] = (<const unsigned char *>data)[i]
+        elif kind == 2:
+            for i in range(n):
+                buf[i] = (<const unsigned short *>data)[i]
+        else:
+            memcpy(buf, data, n * sizeof(Py_UCS4))
+        self._kept_len[ch] = need
+        return 0
+
+    def feed(self, text, /, channel="text"):
+        """Feed the watcher and keep the delta; ``None`` when nothing fired, else
+        ``on_fire(detections)``."""
+        cdef int ch = _feed_channel(channel)
+        if type(text) is not str:
+            _rules.check_text(text)
+        if self._closed is not None:
+            raise RuntimeError(self._closed)
+        cdef int hits = self._watcher._feed(text, ch)
+        self._keep(ch, text)
+        if hits == 0:
+            return None
+        return self._on_fire(_detections(self._watcher._ruleset, self._watcher._w))
+
+    def close(self, str message):
+        """From now on ``feed`` raises ``RuntimeError(message)``; the kept text stays."""
+        self._closed = message
+
+    def text(self, channel):
+        """All text fed on ``channel`` ("text" or "reasoning")."""
+        cdef int ch = _feed_channel(channel)
+        return PyUnicode_FromKindAndData(4, self._kept[ch], self._kept_len[ch])
+
+
+cdef class _Floor:
+    """Benchmark floor (benchmarks/harness.py): ``feed`` does the argument handling of
+    ``Watcher.feed`` (channel check, type check, busy and finished checks, reading the str) and
+    returns what it returns, without any engine work."""
+
+    cdef Watcher _watcher
+
+    def __init__(self, Watcher watcher not None):
+        self._watcher = watcher
+
+    def feed(self, text, /, channel="text"):
+        cdef int ch = _feed_channel(channel)
+        if type(text) is not str:
+            _rules.check_text(text)
+        cdef Watcher w = self._watcher
+        w._enter()
+        if cc_watcher_finished(w._w):
+            raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        if n < 0 or ch < 0 or kind == 0 or data == NULL:
+            return None
+        return ()

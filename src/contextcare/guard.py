@@ -42,11 +42,13 @@ be shared by any number of guards and threads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
+from . import reference
+from ._engine import Recorder, Ruleset, Watcher
 from .detection import Detection
 from .errors import RuleTypeError, RuleValueError
 from .marker import OWN_NAME
@@ -126,33 +128,25 @@ class Reply:
     ``feed`` raises ``RuntimeError``.
     """
 
+    #: ``feed(delta, channel="text")``: feed one delta of ``channel`` (``"text"`` or
+    #: ``"reasoning"``); ``None`` or the delta's verdict. It is the recorder's own ``feed``
+    #: (bound once, when the reply is made), so a delta costs one call into the engine.
+    feed: _Feed
+
     def __init__(self, guard: Guard, watcher: Any) -> None:
         self._guard = guard
         self._watcher = watcher
-        self._feed = watcher.feed
-        self._chunks: dict[str, list[str]] = {"text": [], "reasoning": []}
         self._done = False
         self._aborted = False
         #: Verdicts returned so far, in order.
         self.verdicts: list[Verdict] = []
         #: Every detection so far, including ``record`` ones and those a verdict outranked.
         self.detections: list[Detection] = []
-        self._kept: Callable[[str], str] | None = None
-        track = getattr(watcher, "_track", None)
-        if track is not None:
-            # The native watcher keeps the per-delta fast path in C: it keeps the reply's text
-            # itself and calls back into _act only when something fired.
-            track(self._act)
-            self.feed = watcher._feed_tracked  # type: ignore[method-assign]
-            self._kept = watcher._kept_text
-
-    def feed(self, delta: str, channel: str = "text") -> Verdict | None:
-        """Feed one delta of ``channel`` (``"text"`` or ``"reasoning"``)."""
-        found = self._feed(delta, channel)
-        self._chunks[channel].append(delta)
-        if found:
-            return self._act(found)
-        return None
+        # the recorder feeds the watcher, keeps the reply's text and calls _act only when
+        # something fired: in C for the native watcher, in Python for any other
+        recorder_type = Recorder if isinstance(watcher, Watcher) else reference.Recorder
+        self._recorder = recorder_type(watcher, self._act)
+        self.feed = self._recorder.feed
 
     def finish(self) -> Verdict | None:
         """End the reply: end-of-stream checks run (they may abort). A reply that ends without
@@ -179,16 +173,12 @@ class Reply:
     @property
     def partial(self) -> Partial:
         """The text received so far, per channel (``interrupted`` when aborted)."""
-        if self._kept is not None:
-            return Partial(self._kept("text"), self._kept("reasoning"), self._aborted)
-        return Partial("".join(self._chunks["text"]), "".join(self._chunks["reasoning"]),
+        return Partial(self._recorder.text("text"), self._recorder.text("reasoning"),
                        self._aborted)
 
     def _end(self) -> None:
         self._done = True
-        self._feed = _ended
-        if "feed" in self.__dict__:
-            self.feed = _ended  # type: ignore[method-assign, assignment]
+        self._recorder.close(_ENDED)
 
     def _act(self, found: Iterable[Detection]) -> Verdict | None:
         found = tuple(found)
@@ -216,9 +206,11 @@ class Reply:
         return f"<Reply {state}, {len(self.detections)} detections>"
 
 
-def _ended(delta: object, channel: object = "text") -> tuple[Detection, ...]:
-    raise RuntimeError("this reply has ended (aborted or finished); start a new one with"
-                       " guard.reply()")
+_ENDED = "this reply has ended (aborted or finished); start a new one with guard.reply()"
+
+
+class _Feed(Protocol):
+    def __call__(self, delta: str, /, channel: str = "text") -> Verdict | None: ...
 
 
 class Guard:
@@ -355,8 +347,6 @@ def _resolve_rules(rules: Any) -> Any:
     if isinstance(rules, Iterable) and not isinstance(rules, (str, bytes)):
         items = list(rules)
         if all(isinstance(r, Rule) for r in items):
-            from . import Ruleset
-
             return Ruleset(items)
     raise RuleTypeError(
         f"rules must be a Ruleset, a sequence of rules or None, got {type(rules).__name__}")

@@ -40,7 +40,7 @@ from .rules import (
     check_text,
 )
 
-__all__ = ["Ruleset", "Watcher"]
+__all__ = ["Ruleset", "Watcher", "Recorder"]
 
 #: A completed, stripped line that opens or closes a fenced code block.
 _FENCE_LINE = re.compile(r"(`{3,}|~{3,})[A-Za-z0-9_+-]*")
@@ -575,6 +575,39 @@ class _Busy:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
+
+
+class Recorder:
+    """A watched reply's recorder, for any watcher (the native one uses
+    ``contextcare._engine.Recorder``): feeds the watcher, keeps the text of every delta per
+    channel, and hands detections to ``on_fire``."""
+
+    def __init__(self, watcher: Any, on_fire: Callable[[tuple[Detection, ...]], Any]) -> None:
+        if not callable(on_fire):
+            raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
+        self._feed = watcher.feed
+        self._on_fire = on_fire
+        self._closed: str | None = None
+        self._chunks: dict[str, list[str]] = {"text": [], "reasoning": []}
+
+    def feed(self, text: str, /, channel: str = "text") -> Any:
+        """Feed the watcher and keep the delta; ``None`` when nothing fired, else
+        ``on_fire(detections)``."""
+        check_feed_channel(channel)
+        check_text(text)
+        if self._closed is not None:
+            raise RuntimeError(self._closed)
+        found = self._feed(text, channel)
+        self._chunks[channel].append(text)
+        return self._on_fire(tuple(found)) if found else None
+
+    def close(self, message: str) -> None:
+        """From now on ``feed`` raises ``RuntimeError(message)``; the kept text stays."""
+        self._closed = message
+
+    def text(self, channel: str) -> str:
+        """All text fed on ``channel`` ("text" or "reasoning")."""
+        return "".join(self._chunks[check_feed_channel(channel)])
 
 
 def _in_rule_order(pending: list[_Pending]) -> list[Detection]:
