@@ -152,3 +152,16 @@ def test_detections_carry_exactly_their_declared_evidence(engine: str) -> None:
             f for f in EVIDENCE_FIELDS if f in rules.KINDS[d.kind].evidence), d
         kinds.add(d.kind)
     assert kinds == {r.kind for r in chosen}
+
+
+@pytest.mark.parametrize("rule_type", rules.RULE_TYPES, ids=lambda t: t.kind)
+def test_rule_fields_after_the_defining_ones_are_keyword_only(rule_type: type[rules.Rule]) -> None:
+    positional = [f.name for f in dataclasses.fields(rule_type)  # type: ignore[arg-type]
+                  if not f.kw_only]
+    assert positional == {"phrase": ["id", "phrases"], "marker": ["id", "token"]}.get(
+        rule_type.kind, ["id"])
+
+
+def test_thresholds_cannot_be_given_by_position() -> None:
+    with pytest.raises(TypeError, match="positional"):
+        rules.LineRepeat("x", 5, 5)  # type: ignore[misc]

@@ -1,7 +1,9 @@
 """Rule declarations: what to look for, on which channel, and what to do when it is found.
 
-A rule is an immutable value (a frozen dataclass). Its first positional argument is its id, unique
-within a ruleset; everything else is keyword-only. Rules are validated when they are constructed,
+A rule is an immutable value (a frozen dataclass). Its id, unique within a ruleset, is its first
+positional argument; the phrases of :class:`Phrases` and the token of :class:`Marker` may follow
+it positionally; every other field is keyword-only (``LineRepeat("x", min_count=5)``), so the
+order of the fields is not part of the API. Rules are validated when they are constructed,
 so a bad threshold fails at the line that wrote it, with a message that names the rule, the field
 and the allowed range. Both engines (the native one and :mod:`contextcare.reference`) compile the
 same rule objects and share the checks in this module.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar, SupportsIndex
 
 from . import _engine as _limits
@@ -225,6 +227,7 @@ class Phrases(Rule):
 
     id: str
     phrases: Sequence[str]
+    _: KW_ONLY
     channel: str = "combined"
     action: str = "remind"
     ignore_case: bool = False
@@ -252,6 +255,7 @@ class Marker(Rule):
 
     id: str
     token: str
+    _: KW_ONLY
     channel: str = "combined"
     action: str = "abort"
     ignore_case: bool = False
@@ -290,6 +294,7 @@ class _Anxiety(Rule):
     vocabulary: ClassVar[str]
 
     id: str
+    _: KW_ONLY
     lang: str | Sequence[str] = ("zh", "en")
     extra: Sequence[str] = ()
     channel: str = "reasoning"
@@ -362,6 +367,7 @@ class LineRepeat(Rule):
     topic: ClassVar[str] = "loop"
 
     id: str
+    _: KW_ONLY
     min_lines: int = 30
     min_count: int = 30
     min_ratio: float = 0.35
@@ -394,6 +400,7 @@ class LineCycle(Rule):
     topic: ClassVar[str] = "loop"
 
     id: str
+    _: KW_ONLY
     max_line_chars: int = 8
     min_lines: int = 24
     top: int = 3
@@ -426,6 +433,7 @@ class FillerLines(Rule):
     topic: ClassVar[str] = "loop"
 
     id: str
+    _: KW_ONLY
     fillers: str = DEFAULT_FILLERS
     max_line_chars: int = 6
     min_count: int = 5
@@ -460,6 +468,7 @@ class PrefixMonotony(Rule):
     topic: ClassVar[str] = "loop"
 
     id: str
+    _: KW_ONLY
     delimiters: str = DEFAULT_DELIMITERS
     max_prefix_chars: int = 3
     min_lines: int = 10
@@ -501,6 +510,7 @@ class TailRepeat(Rule):
     topic: ClassVar[str] = "loop"
 
     id: str
+    _: KW_ONLY
     max_period: int = 256
     min_repeats: int = 3
     min_chars: int = 240
