@@ -22,14 +22,13 @@ What the guard decides, per detection ``action``:
   evidence) is queued. :attr:`Abort.notice` is that message when the guard advises to continue
   now, and ``None`` when auto-continue is off or exhausted: then the explanation waits in the
   queue for the next request the host makes (after a human message, typically), so the model
-  always learns why its reply was cut (the original sent nothing after the second abort).
+  always learns why its reply was cut.
 * ``remind`` → a :class:`Remind` verdict: generation goes on; the notice is queued.
 * ``record`` → no verdict; the detection is kept in :attr:`Reply.detections` only.
 
 Auto-continue: abort number *k* in a row auto-continues while ``k < max_consecutive_aborts``; so
-with the default 2, the first abort continues and the second stops (the original's "two aborts"
-rule). The count re-arms (goes back to 0) when a reply finishes without an abort and on
-:meth:`Guard.human_turn` (the original never re-armed: reference §6 item 2).
+with the default 2, the first abort continues and the second stops. The count re-arms (goes back
+to 0) when a reply finishes without an abort and on :meth:`Guard.human_turn`.
 
 Dedupe: a reminder (and a ``stopped`` explanation) is queued at most once per rule until
 :meth:`Guard.human_turn`; a ``continue`` message is always queued, since the model needs it to

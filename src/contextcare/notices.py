@@ -15,11 +15,9 @@ forms:
 
 Every notice names its evidence — the phrase, the line and its count, the cycle, the unit — taken
 from the :class:`~contextcare.Detection` fields; a field the detection does not carry is left out
-of the sentence, never filled with a made-up number (the original's abort notice lost its evidence
-because it read a field streaming detections did not have: reference §6 item 4). The
-context-anxiety notice quotes the latest fatigue and wakefulness measurement when one was
-observed, says how old it is in model calls (§6 item 17: the original quoted stale figures
-silently), and otherwise says how to get one.
+of the sentence, never filled with a made-up number. The context-anxiety notice quotes the latest
+fatigue and wakefulness measurement when one was observed, says how old it is in model calls, and
+otherwise says how to get one.
 
 Texts are wrapped in ``<context-care>`` … ``</context-care>`` lines so the model can tell a system
 notice from its user's words. :func:`render` gives the text; :func:`message` the OpenAI-format

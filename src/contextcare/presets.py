@@ -35,9 +35,9 @@ DEFAULT_OPTIONS: Mapping[str, Any] = MappingProxyType({
 def default_rules() -> list[Rule]:
     """The default rules, abort rules first.
 
-    Abort: ``line-repeat`` (the original's streaming thresholds: 30 of 80 lines and 35 %, or a
-    run of 12) and ``tail-repeat`` (a unit repeated back to back, newlines or not).
-    Remind: ``line-repeat-gentle`` (the original's reminder thresholds, 15 lines and 20 %),
+    Abort: ``line-repeat`` (30 of 80 lines and 35 %, or a run of 12) and ``tail-repeat`` (a unit
+    repeated back to back, newlines or not).
+    Remind: ``line-repeat-gentle`` (15 lines and 20 %),
     ``line-cycle``, ``filler-lines``, ``prefix-monotony``, ``time-anxiety`` and
     ``context-anxiety`` (reasoning channel only).
     """

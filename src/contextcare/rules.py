@@ -54,7 +54,7 @@ MAX_PHRASE_BYTES: int = _limits.MAX_PHRASE_BYTES
 #: Line evidence keeps this many leading code points of a line.
 EVIDENCE_LINE_CHARS: int = _limits.EVIDENCE_CHARS
 
-#: The filler characters of the original reminder path: single CJK acknowledgement and function
+#: Filler characters: single CJK acknowledgement and function
 #: words that degenerate reasoning repeats on short lines (``做。``, ``好。``, ``嗯，简洁。``).
 DEFAULT_FILLERS = "做好嗯对行是的了啊呢吧哦噢呃唔嘛额诶哈呀喔欸嘞咯"
 #: Delimiters that end a line prefix for :class:`PrefixMonotony` (``嗯，`` ``Step:``).
