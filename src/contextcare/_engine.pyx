@@ -535,8 +535,7 @@ cdef class Watcher:
         if self._w == NULL:
             raise uninitialised(self)
         if self._busy:
-            raise RuntimeError("this Watcher is in use by another thread; a Watcher belongs to"
-                               " one stream and one thread at a time")
+            raise RuntimeError(_rules.BUSY_MESSAGE)
         return 0
 
     cdef inline int _feed(self, object text, int ch) except -1:
@@ -548,7 +547,7 @@ cdef class Watcher:
         cdef int rc
         if n > NOGIL_CHARS:
             if cc_watcher_finished(self._w):
-                raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+                raise RuntimeError(_rules.FINISHED_MESSAGE)
             self._busy = True
             try:
                 with nogil:
@@ -560,7 +559,7 @@ cdef class Watcher:
             rc = cc_watcher_feed(self._w, data, kind, <size_t>n, ch)
         if rc < 0:
             if rc == CC_ERR_FINISHED:
-                raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+                raise RuntimeError(_rules.FINISHED_MESSAGE)
             cc_watcher_clear_hits(self._w)
             raise MemoryError("contextcare: out of memory while feeding")
         return rc
@@ -749,7 +748,7 @@ cdef class _Floor:
         cdef Watcher w = self._watcher
         w._enter()
         if cc_watcher_finished(w._w):
-            raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+            raise RuntimeError(_rules.FINISHED_MESSAGE)
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
         cdef int kind = PyUnicode_KIND(text)
         cdef void *data = PyUnicode_DATA(text)

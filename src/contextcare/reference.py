@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from .detection import Detection
 from .errors import RuleTypeError, RuleValueError, UninitialisedError, uninitialised
 from .rules import (
+    BUSY_MESSAGE,
+    FINISHED_MESSAGE,
     CHANNELS,
     EVIDENCE_LINE_CHARS,
     FillerLines,
@@ -328,7 +330,7 @@ class Watcher:
         with self._busy():
             state = self._state
             if state.finished:
-                raise RuntimeError("feed() after finish(); call reset() to start a new attempt")
+                raise RuntimeError(FINISHED_MESSAGE)
             if not text:
                 return _NO_DETECTIONS
             out: list[Detection] = []
@@ -571,7 +573,7 @@ class _Busy:
 
     def __enter__(self) -> None:
         if not self._lock.acquire(blocking=False):
-            raise RuntimeError("this Watcher is being used from another thread")
+            raise RuntimeError(BUSY_MESSAGE)
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()

@@ -594,6 +594,12 @@ def check_rules(rules: object, options: RulesetOptions) -> tuple[Rule, ...]:
     return out
 
 
+#: The errors both engines raise for misuse of a watcher (RuntimeError), worded once.
+FINISHED_MESSAGE = "feed() after finish(); call reset() to start a new attempt"
+BUSY_MESSAGE = ("this Watcher is in use by another thread; a Watcher belongs to one stream and"
+                " one thread at a time")
+
+
 def check_feed_channel(channel: object) -> str:
     if not isinstance(channel, str):
         raise RuleTypeError(f"channel must be a str, got {type(channel).__name__}")
