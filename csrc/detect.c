@@ -1,65 +1,40 @@
-/* The windowed detectors: each reads one view's line window (or its ring) and one rule, and
- * appends a hit when the rule's condition holds. They run only at throttle points and at
- * finish (eng_check_rule), never per character. */
+/* The windowed detectors (pure functions of a window or ring and a rule, declared in detect.h)
+ * and eng_check_rule, which runs one on its view and turns a finding into a hit. They run only
+ * at throttle points and at finish, never per character. */
+#include "detect.h"
+
 #include "engine_impl.h"
 
-/* --------------------------------------------------------------------------- evidence -- */
-
-static int set_text(cc_watcher *w, cc_hit *h, const unsigned char *text, uint32_t len) {
-    h->text = malloc(len ? len : 1);
-    if (!h->text) {
-        w->oom = 1;
-        return -1;
-    }
-    memcpy(h->text, text, len);
-    h->text_len = len;
-    return 0;
-}
-
-static uint32_t encode_cps(const uint32_t *cps, uint32_t n, unsigned char *out) {
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < n; i++) k += cc_utf8_encode(cps[i], out + k);
-    return k;
-}
-
-/* ------------------------------------------------------------------ windowed detectors -- */
-/* --------------------------------------------------------------------- detectors -- */
+/* --------------------------------------------------------------------------- detectors -- */
 
 static int before(const cc_entry *a, const cc_entry *b) {
     /* order of the most frequent first, ties to the most recent occurrence */
     return a->count > b->count || (a->count == b->count && cc_entry_newer(a, b));
 }
 
-static void check_line_repeat(cc_watcher *w, const cc_rule_spec *r, uint32_t ri, view *v,
-                              uint64_t pos) {
-    const cc_window *win = v->win;
+int eng_detect_line_repeat(const cc_window *win, const cc_rule_spec *r, eng_finding *f) {
     uint32_t total = win ? win->n : 0;
-    if (!total || total < r->min_lines) return;
+    if (!total || total < r->min_lines) return 0;
     uint32_t top = win->top, run = cc_window_longest_run(win);
     double ratio = (double)top / (double)total;
     int hit = (top >= r->min_count && ratio >= r->min_ratio) || (r->min_run && run >= r->min_run);
-    if (!hit) return;
-    const cc_entry *e = cc_window_top_entry(win);
-    cc_hit *h = new_hit(w, ri, v->chars, pos);
-    if (!h) return;
-    mark_fired(w, ri);
-    h->count = top;
-    h->total = total;
-    h->ratio = ratio;
-    h->run = run;
-    set_text(w, h, cc_entry_bytes(e), cc_entry_nbytes(e));
+    if (!hit) return 0;
+    f->line = cc_window_top_entry(win);
+    f->count = top;
+    f->total = total;
+    f->ratio = ratio;
+    f->run = run;
+    return 1;
 }
 
-static void check_line_cycle(cc_watcher *w, const cc_rule_spec *r, uint32_t ri, view *v,
-                             uint64_t pos) {
-    const cc_window *win = v->win;
+int eng_detect_line_cycle(const cc_window *win, const cc_rule_spec *r, eng_finding *f) {
     uint32_t total = win ? win->n : 0;
-    if (!total || total < r->min_lines) return;
+    if (!total || total < r->min_lines) return 0;
     /* the cycle covers at most top x the highest count, and only short lines */
     if ((double)r->top * win->top / (double)total < r->cover_ratio ||
         (double)cc_window_short_lines(win, r->max_line_chars) / (double)total < r->cover_ratio)
-        return;
-    const cc_entry *best[CC_MAX_CYCLE_TOP];
+        return 0;
+    const cc_entry **best = f->lines;
     uint32_t k = 0;
     for (uint32_t i = 0; i < win->cap; i++) {
         const cc_entry *e = &win->entries[i];
@@ -75,39 +50,19 @@ static void check_line_cycle(cc_watcher *w, const cc_rule_spec *r, uint32_t ri, 
     uint32_t covered = 0;
     for (uint32_t i = 0; i < k; i++) covered += best[i]->count;
     double ratio = (double)covered / (double)total;
-    if (!k || ratio < r->cover_ratio) return;
-    cc_hit *h = new_hit(w, ri, v->chars, pos);
-    if (!h) return;
-    mark_fired(w, ri);
-    h->count = covered;
-    h->total = total;
-    h->ratio = ratio;
-    uint32_t len = 0;
-    for (uint32_t i = 0; i < k; i++) len += cc_entry_nbytes(best[i]);
-    h->text = malloc(len ? len : 1);
-    h->part_len = malloc(k * sizeof *h->part_len);
-    if (!h->text || !h->part_len) {
-        w->oom = 1;
-        return;
-    }
-    uint32_t at = 0;
-    for (uint32_t i = 0; i < k; i++) {
-        uint32_t nb = cc_entry_nbytes(best[i]);
-        memcpy(h->text + at, cc_entry_bytes(best[i]), nb);
-        at += nb;
-        h->part_len[i] = nb;
-    }
-    h->text_len = len;
-    h->nparts = k;
+    if (!k || ratio < r->cover_ratio) return 0;
+    f->nlines = k;
+    f->count = covered;
+    f->total = total;
+    f->ratio = ratio;
+    return 1;
 }
 
-static void check_filler_lines(cc_watcher *w, const cc_rule_spec *r, uint32_t ri, view *v,
-                               uint64_t pos) {
-    const cc_window *win = v->win;
+int eng_detect_filler_lines(const cc_window *win, const cc_rule_spec *r, eng_finding *f) {
     uint32_t total = win ? win->n : 0;
-    if (!total) return;
+    if (!total) return 0;
     uint32_t bound = cc_window_short_lines(win, r->max_line_chars);
-    if (bound < r->min_count || (double)bound / (double)total < r->min_ratio) return;
+    if (bound < r->min_count || (double)bound / (double)total < r->min_ratio) return 0;
     uint32_t count = 0;
     for (uint32_t i = 0; i < win->cap; i++) {
         const cc_entry *e = &win->entries[i];
@@ -125,13 +80,11 @@ static void check_filler_lines(cc_watcher *w, const cc_rule_spec *r, uint32_t ri
         }
     }
     double ratio = (double)count / (double)total;
-    if (count < r->min_count || ratio < r->min_ratio) return;
-    cc_hit *h = new_hit(w, ri, v->chars, pos);
-    if (!h) return;
-    mark_fired(w, ri);
-    h->count = count;
-    h->total = total;
-    h->ratio = ratio;
+    if (count < r->min_count || ratio < r->min_ratio) return 0;
+    f->count = count;
+    f->total = total;
+    f->ratio = ratio;
+    return 1;
 }
 
 typedef struct prefix_tally {
@@ -142,18 +95,14 @@ typedef struct prefix_tally {
 
 enum { STACK_TALLIES = 128 };
 
-static void check_prefix_monotony(cc_watcher *w, const cc_rule_spec *r, uint32_t ri, view *v,
-                                  uint64_t pos) {
-    const cc_window *win = v->win;
+int eng_detect_prefix_monotony(const cc_window *win, const cc_rule_spec *r, eng_finding *f) {
     uint32_t total = win ? win->n : 0;
-    if (!total || total < r->min_lines) return;
-    if (win->nflagged < r->min_count || (double)win->nflagged / (double)total < r->min_ratio) return;
+    if (!total || total < r->min_lines) return 0;
+    if (win->nflagged < r->min_count || (double)win->nflagged / (double)total < r->min_ratio)
+        return 0;
     prefix_tally stack[STACK_TALLIES];
     prefix_tally *t = win->cap <= STACK_TALLIES ? stack : malloc(win->cap * sizeof *t);
-    if (!t) {
-        w->oom = 1;
-        return;
-    }
+    if (!t) return -1;
     uint32_t nt = 0;
     for (uint32_t i = 0; i < win->cap; i++) {
         const cc_entry *e = &win->entries[i];
@@ -189,56 +138,102 @@ static void check_prefix_monotony(cc_watcher *w, const cc_rule_spec *r, uint32_t
         if (!best || t[j].count > best->count ||
             (t[j].count == best->count && cc_entry_newer(t[j].last, best->last)))
             best = &t[j];
+    int found = 0;
     if (best) {
         double ratio = (double)best->count / (double)total;
         if (best->count >= r->min_count && ratio >= r->min_ratio) {
-            cc_hit *h = new_hit(w, ri, v->chars, pos);
-            if (h) {
-                mark_fired(w, ri);
-                unsigned char buf[CC_MAX_PREFIX_CHARS * 4];
-                h->count = best->count;
-                h->total = total;
-                h->ratio = ratio;
-                set_text(w, h, buf, encode_cps(best->cps, best->n, buf));
-            }
+            memcpy(f->cps, best->cps, best->n * sizeof *f->cps);
+            f->ncps = best->n;
+            f->count = best->count;
+            f->total = total;
+            f->ratio = ratio;
+            found = 1;
         }
     }
     if (t != stack) free(t);
+    return found;
 }
 
-static void check_tail_repeat(cc_watcher *w, const cc_rule_spec *r, uint32_t ri, view *v,
-                              uint64_t pos) {
-    if (w->rs->opt.mask_fences && v->fence_inside) return;
-    if (!v->ring.lo) return;
-    uint64_t avail = v->chars - v->barrier;
-    if (avail > v->ring.cap) avail = v->ring.cap;
+int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
+                           eng_finding *f) {
+    if (!ring->lo) return 0;
     cc_tail_params p = {r->max_period, r->min_repeats, r->min_chars, r->window_chars};
     cc_tail_result res;
-    int found = cc_tail_repeat(&v->ring, (uint32_t)avail, &p, &res);
-    if (found < 0) {
-        w->oom = 1;
-        return;
+    int found = cc_tail_repeat(ring, avail, &p, &res);
+    if (found <= 0) return found;
+    f->period = res.period;
+    f->repeats = res.repeats;
+    memcpy(f->cps, res.unit, res.unit_chars * sizeof *f->cps);
+    f->ncps = res.unit_chars;
+    return 1;
+}
+
+/* --------------------------------------------------------------------------- the hit -- */
+
+/* The hit's text: the lines concatenated (with their lengths when more than one may be), or the
+ * code points encoded. Returns -1 when out of memory. */
+static int finding_text(cc_hit *h, const eng_finding *f, int parts) {
+    if (f->line || f->nlines) {
+        const cc_entry *const *lines = f->line ? &f->line : f->lines;
+        uint32_t n = f->line ? 1 : f->nlines, len = 0;
+        for (uint32_t i = 0; i < n; i++) len += cc_entry_nbytes(lines[i]);
+        h->text = malloc(len ? len : 1);
+        if (parts) h->part_len = malloc(n * sizeof *h->part_len);
+        if (!h->text || (parts && !h->part_len)) return -1;
+        uint32_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t nb = cc_entry_nbytes(lines[i]);
+            memcpy(h->text + at, cc_entry_bytes(lines[i]), nb);
+            at += nb;
+            if (parts) h->part_len[i] = nb;
+        }
+        h->text_len = len;
+        if (parts) h->nparts = n;
+    } else if (f->ncps) {
+        unsigned char buf[CC_EVIDENCE_CHARS * 4];
+        uint32_t len = 0;
+        for (uint32_t i = 0; i < f->ncps; i++) len += cc_utf8_encode(f->cps[i], buf + len);
+        h->text = malloc(len ? len : 1);
+        if (!h->text) return -1;
+        memcpy(h->text, buf, len);
+        h->text_len = len;
     }
-    if (!found) return;
-    cc_hit *h = new_hit(w, ri, v->chars, pos);
-    if (!h) return;
-    mark_fired(w, ri);
-    unsigned char buf[CC_EVIDENCE_CHARS * 4];
-    h->period = res.period;
-    h->repeats = res.repeats;
-    set_text(w, h, buf, encode_cps(res.unit, res.unit_chars, buf));
+    return 0;
 }
 
 void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
     const cc_rule_spec *r = &w->rs->rules[ri];
     if (r->once && w->fired[ri]) return;
+    eng_finding f; /* the evidence arrays are filled only as far as the counts say */
+    int found;
+    f.count = f.total = f.run = f.period = f.repeats = 0;
+    f.ratio = 0.0;
+    f.line = NULL;
+    f.nlines = f.ncps = 0;
     switch (r->kind) {
-    case CC_K_LINE_REPEAT: check_line_repeat(w, r, ri, v, pos); break;
-    case CC_K_LINE_CYCLE: check_line_cycle(w, r, ri, v, pos); break;
-    case CC_K_FILLER_LINES: check_filler_lines(w, r, ri, v, pos); break;
-    case CC_K_PREFIX_MONOTONY: check_prefix_monotony(w, r, ri, v, pos); break;
-    case CC_K_TAIL_REPEAT: check_tail_repeat(w, r, ri, v, pos); break;
-    default: break;
+    case CC_K_LINE_REPEAT: found = eng_detect_line_repeat(v->win, r, &f); break;
+    case CC_K_LINE_CYCLE: found = eng_detect_line_cycle(v->win, r, &f); break;
+    case CC_K_FILLER_LINES: found = eng_detect_filler_lines(v->win, r, &f); break;
+    case CC_K_PREFIX_MONOTONY: found = eng_detect_prefix_monotony(v->win, r, &f); break;
+    case CC_K_TAIL_REPEAT: {
+        if (w->rs->opt.mask_fences && v->fence_inside) return;
+        uint64_t avail = v->chars - v->barrier;
+        if (avail > v->ring.cap) avail = v->ring.cap;
+        found = eng_detect_tail_repeat(&v->ring, (uint32_t)avail, r, &f);
+        break;
     }
+    default: return;
+    }
+    if (found < 0) w->oom = 1;
+    if (found <= 0) return;
+    cc_hit *h = new_hit(w, ri, v->chars, pos);
+    if (!h) return;
+    mark_fired(w, ri);
+    h->count = f.count;
+    h->total = f.total;
+    h->ratio = f.ratio;
+    h->run = f.run;
+    h->period = f.period;
+    h->repeats = f.repeats;
+    if (finding_text(h, &f, r->kind == CC_K_LINE_CYCLE) != 0) w->oom = 1;
 }
-

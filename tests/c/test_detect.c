@@ -1,0 +1,142 @@
+/* Component tests of the windowed detectors (csrc/detect.h), without a watcher: build a line
+ * window or a ring by hand, call one detector, check its finding. Built and run by
+ * tests/test_c_detectors.py; exits non-zero on the first failed check. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "detect.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
+            failures++;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+/* Push an ASCII line as the engine would (hash of the stripped code points, all text kept,
+ * CC_LINE_PREFIX when a delimiter comes within the first `pfx` characters). */
+static void push(cc_window *win, const char *line, const char *delims, uint32_t pfx) {
+    uint32_t cps[CC_EVIDENCE_CHARS], n = 0;
+    uint64_t h = 14695981039346656037ULL;
+    uint32_t len = (uint32_t)strlen(line);
+    for (uint32_t i = 0; i < len; i++) {
+        h = (h ^ (unsigned char)line[i]) * 1099511628211ULL;
+        if (n < CC_EVIDENCE_CHARS) cps[n++] = (unsigned char)line[i];
+    }
+    unsigned flags = 0;
+    for (uint32_t i = 0; delims && i < pfx && i < n; i++)
+        if (strchr(delims, (int)cps[i])) flags = CC_LINE_PREFIX;
+    CHECK(cc_window_push(win, h, len, cps, n, n, flags) == 0);
+}
+
+static const uint32_t *points(const char *s, uint32_t *n) {
+    static uint32_t buf[64];
+    *n = 0;
+    while (*s && *n < 64) buf[(*n)++] = (unsigned char)*s++;
+    return buf;
+}
+
+static void test_line_repeat(void) {
+    cc_window *win = cc_window_new(80);
+    cc_rule_spec r = {0};
+    eng_finding f = {0};
+    r.kind = CC_K_LINE_REPEAT, r.min_lines = 30, r.min_count = 30, r.min_ratio = 0.35;
+    r.min_run = 12;
+    CHECK(eng_detect_line_repeat(NULL, &r, &f) == 0);
+    for (int i = 0; i < 11; i++) push(win, "same line", NULL, 0), push(win, "other", NULL, 0);
+    CHECK(eng_detect_line_repeat(win, &r, &f) == 0); /* 22 lines < min_lines */
+    for (int i = 0; i < 12; i++) push(win, "same line", NULL, 0);
+    CHECK(eng_detect_line_repeat(win, &r, &f) == 1); /* a run of 12 */
+    CHECK(f.count == 23 && f.total == 34 && f.run == 12);
+    CHECK(cc_entry_nbytes(f.line) == 9 && memcmp(cc_entry_bytes(f.line), "same line", 9) == 0);
+    cc_window_free(win);
+}
+
+static void test_line_cycle(void) {
+    cc_window *win = cc_window_new(80);
+    cc_rule_spec r = {0};
+    eng_finding f = {0};
+    r.kind = CC_K_LINE_CYCLE, r.max_line_chars = 8, r.min_lines = 24, r.top = 3;
+    r.cover_ratio = 0.6;
+    for (int i = 0; i < 10; i++) push(win, "one.", NULL, 0), push(win, "two!", NULL, 0),
+                                 push(win, "go.", NULL, 0);
+    CHECK(eng_detect_line_cycle(win, &r, &f) == 1);
+    CHECK(f.nlines == 3 && f.count == 30 && f.total == 30);
+    /* the most recent of equal counts first */
+    CHECK(memcmp(cc_entry_bytes(f.lines[0]), "go.", 3) == 0);
+    r.top = 2; /* two lines cover 20 of 30: below 0.6? no, 0.67 - above */
+    CHECK(eng_detect_line_cycle(win, &r, &f) == 1 && f.nlines == 2);
+    r.top = 1; /* 1 x 10 / 30 < 0.6 */
+    CHECK(eng_detect_line_cycle(win, &r, &f) == 0);
+    cc_window_free(win);
+}
+
+static void test_filler_lines(void) {
+    cc_window *win = cc_window_new(80);
+    cc_rule_spec r = {0};
+    eng_finding f = {0};
+    uint32_t n;
+    const uint32_t *set = points("ok", &n);
+    uint32_t fillers[2] = {set[0], set[1]};
+    r.kind = CC_K_FILLER_LINES, r.fillers = fillers, r.nfillers = 2, r.max_line_chars = 6;
+    r.min_count = 5, r.min_ratio = 0.4;
+    for (int i = 0; i < 4; i++) push(win, "ok.", NULL, 0), push(win, "a longer line", NULL, 0);
+    CHECK(eng_detect_filler_lines(win, &r, &f) == 0); /* 4 < min_count */
+    push(win, "k!", NULL, 0);
+    CHECK(eng_detect_filler_lines(win, &r, &f) == 1);
+    CHECK(f.count == 5 && f.total == 9);
+    cc_window_free(win);
+}
+
+static void test_prefix_monotony(void) {
+    cc_window *win = cc_window_new(80);
+    cc_rule_spec r = {0};
+    eng_finding f = {0};
+    uint32_t delims[1] = {':'};
+    r.kind = CC_K_PREFIX_MONOTONY, r.delimiters = delims, r.ndelimiters = 1;
+    r.max_prefix_chars = 3, r.min_lines = 10, r.min_count = 10, r.min_ratio = 0.5;
+    char line[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(line, sizeof line, "so: %d", i);
+        push(win, line, ":", 3);
+        push(win, "plain text", ":", 3);
+    }
+    CHECK(eng_detect_prefix_monotony(win, &r, &f) == 1);
+    CHECK(f.ncps == 3 && f.cps[0] == 's' && f.cps[2] == ':' && f.count == 10 && f.total == 20);
+    r.min_ratio = 0.6;
+    CHECK(eng_detect_prefix_monotony(win, &r, &f) == 0);
+    cc_window_free(win);
+}
+
+static void test_tail_repeat(void) {
+    cc_ring ring = {0};
+    cc_rule_spec r = {0};
+    eng_finding f = {0};
+    r.kind = CC_K_TAIL_REPEAT, r.window_chars = 64, r.max_period = 8, r.min_repeats = 3;
+    r.min_chars = 12;
+    CHECK(eng_detect_tail_repeat(&ring, 0, &r, &f) == 0); /* nothing kept yet */
+    CHECK(cc_ring_ready(&ring, 64, 0) == 0);
+    const char *text = "intro: abcabcabcabcabc";
+    uint32_t n = (uint32_t)strlen(text);
+    for (uint32_t i = 0; i < n; i++) cc_ring_put(&ring, (unsigned char)text[i]);
+    CHECK(eng_detect_tail_repeat(&ring, n, &r, &f) == 1);
+    CHECK(f.period == 3 && f.repeats == 5 && f.ncps == 3 && f.cps[0] == 'a');
+    r.min_chars = 20; /* the periodic tail is 15 characters */
+    CHECK(eng_detect_tail_repeat(&ring, n, &r, &f) == 0);
+    cc_ring_free(&ring);
+}
+
+int main(void) {
+    test_line_repeat();
+    test_line_cycle();
+    test_filler_lines();
+    test_prefix_monotony();
+    test_tail_repeat();
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    else printf("all detector checks passed\n");
+    return failures ? 1 : 0;
+}
