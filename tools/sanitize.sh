@@ -13,6 +13,8 @@
 #                   only rebuilds what changed)
 #   PYTHON          the interpreter the venv is made from (default: python3)
 #   CC              the C compiler (default: gcc); its own ASan/UBSan runtimes are preloaded
+#   SANITIZE_TESTS  the test files to run (default: the engine suites listed at the end; CI
+#                   runs a subset, see .ci/run)
 #
 # Why a copy: pyproject.toml builds in build/{wheel_tag} inside the source tree, and the installed
 # development package must not be touched. Why LD_PRELOAD: the python binary is not built with
@@ -144,7 +146,9 @@ if [ "$#" -eq 0 ]; then
   set -- -m "not slow"
 fi
 echo "+ pytest under $sanitizers: $*"
-exec "$venv/bin/python" -m pytest -p no:cacheprovider -q \
-  tests/test_differential.py tests/test_hardening.py tests/test_engine_semantics.py \
-  tests/test_engine_scenarios.py tests/test_bad_input.py tests/test_rule_errors.py \
-  tests/test_linear_work.py tests/test_detection_build.py "$@"
+tests=${SANITIZE_TESTS:-tests/test_differential.py tests/test_hardening.py
+  tests/test_engine_semantics.py tests/test_engine_scenarios.py tests/test_bad_input.py
+  tests/test_rule_errors.py tests/test_linear_work.py tests/test_detection_build.py
+  tests/test_engine_contract.py}
+# shellcheck disable=SC2086
+exec "$venv/bin/python" -m pytest -p no:cacheprovider -q $tests "$@"
