@@ -352,3 +352,35 @@ def test_a_json_document_is_read_whole_and_a_broken_one_says_where() -> None:
     kept = list(iter_events(io.BytesIO(broken.encode()), on_error=seen.append))
     assert [e.stream for e in kept] == ["c", "c", "c"]  # the first item is not lost
     assert len(seen) == 1 and seen[0].line > 15
+
+
+# An empty reasoning_content beside a filled reasoning field: the live path (streams) and the
+# replay path (traces) read chunks with the same function, so both watch "LOOP" as reasoning.
+EMPTY_RC_CHUNKS = [
+    {"id": "c", "choices": [{"index": 0, "delta": {"reasoning_content": "", "reasoning": "LO"},
+                             "finish_reason": None}]},
+    {"id": "c", "choices": [{"index": 0, "delta": {"reasoning_content": "", "reasoning": "OP"},
+                             "finish_reason": None}]},
+    {"id": "c", "choices": [{"index": 0, "delta": {"content": "done"}, "finish_reason": "stop"}]},
+]
+
+
+def test_replay_reads_reasoning_beside_an_empty_reasoning_content() -> None:
+    ruleset = Ruleset([Phrases("think", ["LOOP"], channel="reasoning")])
+    (result,) = scan(io.StringIO(jl(*EMPTY_RC_CHUNKS)), ruleset)
+    assert [(d.rule, d.channel) for d in result.detections] == [("think", "reasoning")]
+
+
+def test_replay_and_live_read_chunks_alike() -> None:
+    from contextcare.guard import Guard
+    from contextcare.streams import openai_parts, watch_openai
+
+    ruleset = Ruleset([Phrases("think", ["LOOP"], channel="reasoning", action="record")])
+    live = watch_openai(EMPTY_RC_CHUNKS, Guard(ruleset))
+    assert list(live) == EMPTY_RC_CHUNKS
+    assert [(d.rule, d.channel) for d in live.replies[0].detections] == [("think", "reasoning")]
+    replayed = [(e.type, e.text) for e in events_of(jl(*EMPTY_RC_CHUNKS))
+                if e.type.endswith("-delta")]
+    channel = {"reasoning-delta": "reasoning", "text-delta": "text"}
+    assert [(channel[t], text) for t, text in replayed] == [
+        (c, text) for ch in EMPTY_RC_CHUNKS for _, c, text in openai_parts(ch)]
