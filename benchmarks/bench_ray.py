@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import ray
 
-        from contextcare.ray import run_scan, write_corpus
+        from contextcare.ray import run_scan
+        from contextcare.testing import write_corpus
     except ModuleNotFoundError as exc:
         print(f"bench_ray: {exc}", file=sys.stderr)
         return 2

@@ -28,6 +28,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 import contextcare.ray as ccray
+from contextcare.testing import write_corpus
 from contextcare import cli, default_ruleset
 from contextcare.detection import EVIDENCE_FIELDS
 from contextcare.traces import (
@@ -128,7 +129,7 @@ def test_a_damaged_gzip_file_is_one_fatal_row() -> None:
 
 
 def test_the_udf_gives_the_same_rows_after_the_ruleset_is_pickled(tmp_path: Path) -> None:
-    paths = ccray.write_corpus(tmp_path, streams=200, files=4)
+    paths = write_corpus(tmp_path, streams=200, files=4)
     batch = pa.table({"path": paths, "bytes": [Path(p).read_bytes() for p in paths]})
     here = ccray.ScanFiles(default_ruleset())(batch).to_pylist()
     shipped = ccray.ScanFiles(pickle.loads(pickle.dumps(default_ruleset())))(batch).to_pylist()
@@ -162,7 +163,7 @@ def local_ray() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    return ccray.write_corpus(tmp_path_factory.mktemp("corpus"), streams=CORPUS_STREAMS,
+    return write_corpus(tmp_path_factory.mktemp("corpus"), streams=CORPUS_STREAMS,
                               files=CORPUS_FILES)
 
 
