@@ -44,6 +44,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
 
 from .detection import EVIDENCE_FIELDS, Detection
 from .errors import ContextCareError
+from .scanning import exit_status, load_ruleset, summary_line
 from .traces import StreamResult, TraceFormatError, iter_events, replay
 
 if TYPE_CHECKING:
@@ -367,21 +368,18 @@ def cmd_scan(args: Any, out: TextIO) -> int:
     """``contextcare scan --engine ray``: the arguments of ``contextcare scan`` plus
     ``--address`` and ``--output``. Rows go to ``--output DIR`` (Parquet, or JSON lines with
     ``--format jsonl``); standard output gets the summary line. Exit status as for ``scan``."""
-    from .cli import _load_ruleset, _summary_line
-
     fmt = "jsonl" if args.format == "jsonl" else "parquet"
     if args.format == "json":
         raise RayScanError("--engine ray writes rows to --output as parquet or jsonl;"
                            " --format json is for the local engine")
     if args.output is None:
         raise RayScanError("--engine ray needs --output DIR for the rows")
-    summary = run_scan(args.files, args.output, ruleset=_load_ruleset(args.rules), fmt=fmt,
+    summary = run_scan(args.files, args.output, ruleset=load_ruleset(args.rules), fmt=fmt,
                        address=args.address, strict=args.strict,
                        progress=not args.no_progress and sys.stderr.isatty(),
                        verbose=bool(getattr(args, "verbose", False)))
-    out.write(_summary_line(summary) + f"; rows written to {args.output}\n")
+    out.write(summary_line(summary) + f"; rows written to {args.output}\n")
     if summary["errors"]:
         sys.stderr.write(f"contextcare scan: {summary['errors']} malformed lines skipped (rows"
                          " with row_type 'error')\n")
-    fail_on = {"abort": ("abort",), "remind": ("abort", "remind")}.get(args.fail_on or "", ())
-    return 1 if any(summary[action] for action in fail_on) else 0
+    return exit_status(summary, args.fail_on)
