@@ -28,8 +28,9 @@ from hypothesis import strategies as st
 import contextcare._engine as native
 from contextcare import reference
 from contextcare.errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
     ContextCareError,
-    RuleTypeError,
     RuleValueError,
     UninitialisedError,
 )
@@ -57,7 +58,7 @@ from contextcare.tomlrules import (
 )
 from contextcare.traces import Event, TraceFormatError, iter_events, scan
 
-TE, VE = RuleTypeError, RuleValueError
+TE, VE = ArgumentTypeError, ArgumentValueError  # rule errors are subclasses
 MB = "x" * (1 << 20)   # a 1 MiB phrase
 INF: Any = float("inf")      # values of the wrong type, typed Any for the type checker
 NP_INT: Any = np.int64(300)
@@ -301,9 +302,9 @@ def test_native_only_argument_forms() -> None:
     """Integer buffers are a native extension of ``splits``: 2-d and non-integer ones are refused
     with a message naming splits."""
     rs = native.Ruleset([Marker("m", "c")])
-    with pytest.raises(RuleTypeError, match="splits"):
+    with pytest.raises(ArgumentTypeError, match="splits"):
         rs.replay("abc", np.array([[1, 3]]))
-    with pytest.raises(RuleTypeError, match="splits"):
+    with pytest.raises(ArgumentTypeError, match="splits"):
         rs.replay("abc", np.array([True, True]))
     assert rs.replay("abc", np.array([1, 3], dtype=np.uint8))[0].offset == 3
     with pytest.raises(TypeError, match="watcher"):
@@ -414,7 +415,7 @@ def test_split_arrays_same_on_both_engines(make: Callable[[], Any],
 def test_uint64_splits_are_reported_as_given() -> None:
     """The uint64 maximum used to be reported as ``splits[1] = -1``."""
     for engine in (native, reference):
-        with pytest.raises(RuleValueError, match=r"splits\[1\] = 18446744073709551615 follows 2"):
+        with pytest.raises(ArgumentValueError, match=r"splits\[1\] = 18446744073709551615 follows 2"):
             engine.Ruleset([Marker("m", "b")]).replay(
                 "abcabc", np.array([2, 2**64 - 1], dtype=np.uint64))
 
@@ -553,7 +554,7 @@ def test_hostile_chunks_name_the_chunk_and_field(bad: Any, exc: type[Exception],
 
 def test_chunks_that_are_not_objects() -> None:
     w = watch_openai(["data: {}"], Guard(canary_rules(native)))
-    with pytest.raises(RuleTypeError, match=r"chunk 0: must be a chat.completion.chunk .* got str"):
+    with pytest.raises(ArgumentTypeError, match=r"chunk 0: must be a chat.completion.chunk .* got str"):
         next(w)
 
 
@@ -595,7 +596,7 @@ def test_any_chunk_is_read_or_refused_with_a_named_error(choices: Any) -> None:
     chunk = {"id": "c1", "choices": choices}
     try:
         list(watch_openai([chunk], Guard(canary_rules(native))))
-    except (RuleTypeError, RuleValueError) as exc:
+    except (ArgumentTypeError, ArgumentValueError) as exc:
         assert str(exc).startswith("chunk 0 (id 'c1'): ")
     try:
         list(iter_events(io.StringIO(json.dumps(chunk))))

@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 from conftest import feed_all, stream
 
-from contextcare.errors import RuleValueError
+from contextcare.errors import ArgumentValueError, RuleValueError
 from contextcare.rules import LineRepeat, Marker, Phrases
 
 
@@ -167,7 +167,7 @@ def test_17_nothing_but_ignored_input_changes_nothing(engine: ModuleType) -> Non
     # "reasoning": another channel is refused without touching the state, and empty deltas do
     # nothing (not even a channel switch).
     w = engine.Ruleset([Phrases("p", ["abcd"]), _window_probe()]).watcher()
-    with pytest.raises(RuleValueError):
+    with pytest.raises(ArgumentValueError):
         w.feed("ab", "tool-call")
     assert w.feed("ab", "reasoning") == ()
     assert w.feed("", "text") == ()

@@ -279,7 +279,7 @@ class TestContextAnxietyNotice:
         assert msg["metadata"]["measurement"]["fatigue"] == status.fatigue
 
     def test_status_must_have_the_figures(self, ruleset: cc.Ruleset) -> None:
-        with pytest.raises(cc.RuleTypeError, match="status"):
+        with pytest.raises(cc.ArgumentTypeError, match="status"):
             Guard(ruleset).observe_status({"fatigue": 1.0})
 
 
@@ -317,15 +317,15 @@ def test_one_ruleset_serves_many_guards(ruleset: cc.Ruleset) -> None:
 
 
 def test_bad_arguments_name_themselves(ruleset: cc.Ruleset) -> None:
-    with pytest.raises(cc.RuleValueError, match="lang"):
+    with pytest.raises(cc.ArgumentValueError, match="lang"):
         Guard(ruleset, lang="de")
-    with pytest.raises(cc.RuleValueError, match="max_consecutive_aborts"):
+    with pytest.raises(cc.ArgumentValueError, match="max_consecutive_aborts"):
         Guard(ruleset, max_consecutive_aborts=0)
-    with pytest.raises(cc.RuleTypeError, match="max_consecutive_aborts"):
+    with pytest.raises(cc.ArgumentTypeError, match="max_consecutive_aborts"):
         Guard(ruleset, max_consecutive_aborts=True)
-    with pytest.raises(cc.RuleTypeError, match="auto_continue"):
+    with pytest.raises(cc.ArgumentTypeError, match="auto_continue"):
         Guard(ruleset, auto_continue=1)  # type: ignore[arg-type]
-    with pytest.raises(cc.RuleTypeError, match="rules"):
+    with pytest.raises(cc.ArgumentTypeError, match="rules"):
         Guard("LOOPING")
     with pytest.raises(TypeError):
         Guard(ruleset).reply().feed(b"bytes")  # type: ignore[arg-type]

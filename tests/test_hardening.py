@@ -39,7 +39,7 @@ import contextcare as cc
 import contextcare._engine as native
 import contextcare.reference as ref
 from contextcare.detection import Detection
-from contextcare.errors import RuleTypeError, RuleValueError
+from contextcare.errors import ArgumentTypeError, RuleTypeError, RuleValueError
 from contextcare.presets import DEFAULT_OPTIONS
 from contextcare.rules import (
     ContextAnxiety,
@@ -699,7 +699,7 @@ def test_float_splits_are_refused_by_both_engines() -> None:
     which calls are valid. Offsets are code-point counts: a float is a caller's mistake."""
     for module in (native, ref):
         rs = module.Ruleset([Phrases("p", ["abc"])])
-        with pytest.raises(RuleTypeError, match="splits"):
+        with pytest.raises(ArgumentTypeError, match="splits"):
             rs.replay("abc", [1.5, 3.0])
 
 
@@ -725,7 +725,7 @@ def test_bytes_are_not_splits() -> None:
     documented buffer form."""
     for module in (native, ref):
         rs = module.Ruleset([Phrases("p", ["abc"])])
-        with pytest.raises(RuleTypeError, match="splits"):
+        with pytest.raises(ArgumentTypeError, match="splits"):
             rs.replay("abc", b"\x03")
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from contextcare import Detection, RuleTypeError, RuleValueError
+from contextcare import ArgumentTypeError, ArgumentValueError, Detection
 from contextcare.grades import measure
 from contextcare.notices import FORMS, KINDS, LANGS, Measurement, describe, message, render
 
@@ -208,9 +208,9 @@ def test_describe_is_the_evidence_phrase() -> None:
 
 
 def test_bad_arguments_name_themselves() -> None:
-    with pytest.raises(RuleValueError, match="lang"):
+    with pytest.raises(ArgumentValueError, match="lang"):
         render(SAMPLES["phrase"], lang="fr")
-    with pytest.raises(RuleValueError, match="form"):
+    with pytest.raises(ArgumentValueError, match="form"):
         render(SAMPLES["phrase"], form="shout")
-    with pytest.raises(RuleTypeError, match="detection"):
+    with pytest.raises(ArgumentTypeError, match="detection"):
         render({"rule": "x"})  # type: ignore[arg-type]

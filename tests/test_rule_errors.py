@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from contextcare.errors import ContextCareError, RuleTypeError, RuleValueError
+import contextcare
+
+from contextcare.errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    ContextCareError,
+    RuleTypeError,
+    RuleValueError,
+)
 from contextcare.rules import (
     ContextAnxiety,
     FillerLines,
@@ -29,6 +37,7 @@ from contextcare.rules import (
 )
 
 TE, VE = RuleTypeError, RuleValueError
+ATE, AVE = ArgumentTypeError, ArgumentValueError
 Row = tuple[str, Callable[[], object], type[Exception], str]
 
 
@@ -270,27 +279,28 @@ def _watcher(engine: ModuleType) -> Any:
     return engine.Ruleset([Phrases("p", ["abc"])]).watcher()
 
 
+# Arguments of calls are not rules: their errors are ArgumentTypeError / ArgumentValueError.
 CALL_ROWS: list[tuple[str, Callable[[Any], object], type[Exception], str]] = [
-    ("feed-bytes", lambda w: w.feed(b"abc"), TE, "text"),
-    ("feed-none", lambda w: w.feed(None), TE, "text"),
-    ("feed-int", lambda w: w.feed(5), TE, "text"),
-    ("feed-channel-combined", lambda w: w.feed("abc", "combined"), VE, "channel"),
-    ("feed-channel-case", lambda w: w.feed("abc", channel="Text"), VE, "channel"),
-    ("feed-channel-int", lambda w: w.feed("abc", 5), TE, "channel"),
-    ("feed-channel-none", lambda w: w.feed("abc", None), TE, "channel"),
-    ("tail-str", lambda w: w.tail("3"), TE, "n"),
-    ("tail-float", lambda w: w.tail(2.0), TE, "n"),
-    ("tail-bool", lambda w: w.tail(True), TE, "n"),
-    ("tail-negative", lambda w: w.tail(-1), VE, "n"),
-    ("replay-bytes", lambda w: w.ruleset.replay(b"abc"), TE, "text"),
-    ("replay-splits-int", lambda w: w.ruleset.replay("abc", 5), TE, "splits"),
-    ("replay-splits-decreasing", lambda w: w.ruleset.replay("abc", [2, 1, 3]), VE, "splits"),
-    ("replay-splits-short", lambda w: w.ruleset.replay("abc", [1]), VE, "splits"),
-    ("replay-splits-beyond", lambda w: w.ruleset.replay("abc", [4]), VE, "splits"),
-    ("replay-splits-negative", lambda w: w.ruleset.replay("abc", [-1, 3]), VE, "splits"),
-    ("replay-splits-empty", lambda w: w.ruleset.replay("abc", []), VE, "splits"),
-    ("replay-channel", lambda w: w.ruleset.replay("abc", channel="combined"), VE, "channel"),
-    ("replay-channel-int", lambda w: w.ruleset.replay("abc", channel=1), TE, "channel"),
+    ("feed-bytes", lambda w: w.feed(b"abc"), ATE, "text"),
+    ("feed-none", lambda w: w.feed(None), ATE, "text"),
+    ("feed-int", lambda w: w.feed(5), ATE, "text"),
+    ("feed-channel-combined", lambda w: w.feed("abc", "combined"), AVE, "channel"),
+    ("feed-channel-case", lambda w: w.feed("abc", channel="Text"), AVE, "channel"),
+    ("feed-channel-int", lambda w: w.feed("abc", 5), ATE, "channel"),
+    ("feed-channel-none", lambda w: w.feed("abc", None), ATE, "channel"),
+    ("tail-str", lambda w: w.tail("3"), ATE, "n"),
+    ("tail-float", lambda w: w.tail(2.0), ATE, "n"),
+    ("tail-bool", lambda w: w.tail(True), ATE, "n"),
+    ("tail-negative", lambda w: w.tail(-1), AVE, "n"),
+    ("replay-bytes", lambda w: w.ruleset.replay(b"abc"), ATE, "text"),
+    ("replay-splits-int", lambda w: w.ruleset.replay("abc", 5), ATE, "splits"),
+    ("replay-splits-decreasing", lambda w: w.ruleset.replay("abc", [2, 1, 3]), AVE, "splits"),
+    ("replay-splits-short", lambda w: w.ruleset.replay("abc", [1]), AVE, "splits"),
+    ("replay-splits-beyond", lambda w: w.ruleset.replay("abc", [4]), AVE, "splits"),
+    ("replay-splits-negative", lambda w: w.ruleset.replay("abc", [-1, 3]), AVE, "splits"),
+    ("replay-splits-empty", lambda w: w.ruleset.replay("abc", []), AVE, "splits"),
+    ("replay-channel", lambda w: w.ruleset.replay("abc", channel="combined"), AVE, "channel"),
+    ("replay-channel-int", lambda w: w.ruleset.replay("abc", channel=1), ATE, "channel"),
 ]
 
 
@@ -336,3 +346,15 @@ def test_a_wrong_type_is_a_type_error_in_every_field(cls: type) -> None:
             with pytest.raises(RuleTypeError) as excinfo:
                 cls(**{**_REQUIRED[cls], field.name: bad})
             assert field.name in str(excinfo.value), excinfo.value
+
+
+def test_errors_are_named_for_what_failed() -> None:
+    assert issubclass(RuleTypeError, ArgumentTypeError) and issubclass(ArgumentTypeError, TypeError)
+    assert issubclass(RuleValueError, ArgumentValueError)
+    assert issubclass(ArgumentValueError, ValueError)
+    w = contextcare.Ruleset([Phrases("p", ["abc"])]).watcher()
+    with pytest.raises(ArgumentValueError) as arg:  # a call's argument, not a rule
+        w.feed("abc", "combined")
+    assert not isinstance(arg.value, RuleValueError)
+    with pytest.raises(RuleValueError):  # a rule's field
+        Phrases("p", [])

@@ -127,7 +127,7 @@ def test_consumer_break_closes_the_source(ruleset: cc.Ruleset) -> None:
 
 
 def test_watch_rejects_a_non_guard(ruleset: cc.Ruleset) -> None:
-    with pytest.raises(cc.RuleTypeError, match="guard"):
+    with pytest.raises(cc.ArgumentTypeError, match="guard"):
         watch(["x"], ruleset)
 
 

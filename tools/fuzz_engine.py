@@ -65,7 +65,7 @@ import atheris  # type: ignore[import-untyped]
 import contextcare._engine as native
 import contextcare.reference as ref
 import contextcare.rules as rules_mod
-from contextcare.errors import RuleTypeError, RuleValueError
+from contextcare.errors import ArgumentTypeError, ArgumentValueError, RuleTypeError, RuleValueError
 
 #: Characters the fuzzer could hardly guess byte by byte but that matter to the semantics.
 SPECIALS = ("\n", "\r\n", "\x00", "\u2028", "\ud800", "\udfff", "😀", "```\n", "`", '"', "“",
@@ -217,7 +217,7 @@ def decode(data: bytes) -> Scenario:
 def _outcome(call: Callable[[], Any]) -> Any:
     try:
         return ("ok", call())
-    except (RuleTypeError, RuleValueError, RuntimeError) as exc:
+    except (ArgumentTypeError, ArgumentValueError, RuntimeError) as exc:
         return (type(exc).__name__, str(exc))
 
 
@@ -262,13 +262,13 @@ def run(scenario: Scenario) -> None:
             want = _outcome(partial(_call, rs_r, op))
             if got[0] != "ok":
                 # bad splits: the same class and message on both engines (issue 17)
-                assert got == want and got[0] == "RuleValueError", (step, got, want)
+                assert got == want and got[0] == "ArgumentValueError", (step, got, want)
                 continue
         else:
             got, want = _outcome(partial(_call, wn, op)), _outcome(partial(_call, wr, op))
             if got[0] != "ok":
                 documented = (name == "feed" and got[0] == "RuntimeError" and wr.finished) or \
-                    (name == "tail" and got[0] == "RuleValueError" and op[1] < 0)
+                    (name == "tail" and got[0] == "ArgumentValueError" and op[1] < 0)
                 assert documented, (step, got)
         assert got == want, (step, op[:2], got, want)
         for n, r in pairs:
@@ -322,7 +322,7 @@ def _probe_chunk(rest: bytes) -> None:
     try:
         parts: Any = [(i, c, t) for i, c, t in openai_parts(chunk)]
         list(watch_openai([chunk], Guard(native.Ruleset([rules_mod.Marker("m", "x")]))))
-    except (RuleTypeError, RuleValueError) as exc:
+    except (ArgumentTypeError, ArgumentValueError) as exc:
         assert str(exc).startswith("chunk"), exc
         parts = "refused"
     if not isinstance(chunk, dict) or "choices" not in chunk:
@@ -361,7 +361,7 @@ def _probe_splits(rest: bytes) -> None:
     got = _outcome(lambda: native.Ruleset(rules).replay(text, splits))
     want = _outcome(lambda: ref.Ruleset(rules).replay(text, splits))
     assert got == want, (got, want)
-    assert got[0] in ("ok", "RuleTypeError", "RuleValueError"), got
+    assert got[0] in ("ok", "ArgumentTypeError", "ArgumentValueError"), got
 
 
 def _probe_uninit(rest: bytes) -> None:

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from ._engine import Ruleset, Watcher
 from .detection import Detection
-from .errors import ContextCareError, RuleTypeError, RuleValueError
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    ContextCareError,
+    RuleTypeError,
+    RuleValueError,
+)
 from .guard import Abort, Guard, Partial, Remind, Reply
 from .presets import default_rules, default_ruleset
 from .rules import (
@@ -33,7 +39,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Ruleset", "Watcher", "Detection", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
-    "default_rules", "default_ruleset", "ContextCareError", "RuleValueError", "RuleTypeError",
+    "default_rules", "default_ruleset", "ContextCareError", "ArgumentTypeError",
+    "ArgumentValueError", "RuleValueError", "RuleTypeError",
     "Guard", "Reply", "Abort", "Remind", "Partial",
     "__version__",
 ]

@@ -31,7 +31,7 @@ MAX_PHRASE_BYTES = CC_MAX_PHRASE_BYTES
 
 from contextcare import rules as _rules
 from contextcare.detection import Detection
-from contextcare.errors import RuleTypeError, RuleValueError, uninitialised
+from contextcare.errors import ArgumentTypeError, ArgumentValueError, RuleValueError, uninitialised
 
 cdef extern from "Python.h":
     int PyUnicode_KIND(object o)
@@ -268,9 +268,9 @@ cdef class Ruleset:
         if bad >= 0:
             if <size_t>bad == nsplits:
                 last = _split_value(sp[nsplits - 1], is_unsigned) if nsplits else "no splits"
-                raise RuleValueError(f"splits must end at len(text) = {length}, got {last}")
+                raise ArgumentValueError(f"splits must end at len(text) = {length}, got {last}")
             prev = _split_value(sp[bad - 1], is_unsigned) if bad > 0 else 0
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"splits must be non-decreasing offsets in [0, len(text) = {length}];"
                 f" splits[{bad}] = {_split_value(sp[bad], is_unsigned)} follows {prev}")
         cdef cc_watcher *w = cc_watcher_new(self._rs)
@@ -314,7 +314,7 @@ def _as_int64(splits, Py_ssize_t length):
     else (other integer buffers, big-endian, object or strided arrays, any iterable) and any
     failure of a fast path go through the reference's own check, ``rules.check_splits``."""
     if isinstance(splits, (str, bytes)):
-        return array("q", _rules.check_splits(splits, length)), False  # raises RuleTypeError
+        return array("q", _rules.check_splits(splits, length)), False  # raises ArgumentTypeError
     try:
         mv = memoryview(splits)
     except TypeError:
@@ -595,9 +595,9 @@ cdef class Watcher:
         if n is None:
             n = self._ruleset._options.evidence_chars
         elif isinstance(n, bool) or not isinstance(n, int):
-            raise RuleTypeError(f"n must be an int or None, got {type(n).__name__}")
+            raise ArgumentTypeError(f"n must be an int or None, got {type(n).__name__}")
         elif n < 0:
-            raise RuleValueError(f"n must be >= 0, got {n}")
+            raise ArgumentValueError(f"n must be >= 0, got {n}")
         cdef size_t want = min(n, self._ruleset._options.evidence_chars)
         cdef uint32_t *buf = <uint32_t *>malloc((want or 1) * sizeof(uint32_t))
         if buf == NULL:
@@ -674,7 +674,7 @@ cdef class Recorder:
 
     def __init__(self, Watcher watcher not None, on_fire):
         if not callable(on_fire):
-            raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
+            raise ArgumentTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
         self._watcher = watcher
         self._on_fire = on_fire
 

@@ -2,8 +2,8 @@
 
 Both readers of chunks use it: the stream filters (:func:`contextcare.streams.watch_openai`,
 ``openai_parts``) on SDK objects or dicts, and the trace reader (:mod:`contextcare.traces`) on
-JSON lines. A malformed chunk is a :class:`~contextcare.errors.RuleTypeError` (a field of the
-wrong type) or :class:`~contextcare.errors.RuleValueError` (a negative ``index``) whose message
+JSON lines. A malformed chunk is a :class:`~contextcare.errors.ArgumentTypeError` (a field of the
+wrong type) or :class:`~contextcare.errors.ArgumentValueError` (a negative ``index``) whose message
 says which chunk and which field, e.g. ``chunk 3: choices[0]: 'index' must be an int >= 0 or
 null, got list``; the trace reader turns it into a ``TraceFormatError`` at the line.
 
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import RuleTypeError, RuleValueError
+from .errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = ["ChoiceDelta", "chunk_parts", "read_chunk"]
 
@@ -57,32 +57,32 @@ def read_chunk(chunk: Any, where: str = "chunk") -> list[ChoiceDelta]:
     error message (``"chunk 3"``; ``""`` for none)."""
     at = f"{where}: " if where else ""
     if not _is_object(chunk):
-        raise RuleTypeError(f"{at}must be a chat.completion.chunk object or dict, got"
+        raise ArgumentTypeError(f"{at}must be a chat.completion.chunk object or dict, got"
                             f" {type(chunk).__name__}")
     choices = _field(chunk, "choices")
     if choices is None:
         return []
     if not isinstance(choices, (list, tuple)):
-        raise RuleTypeError(f"{at}'choices' must be a list or null, got {type(choices).__name__}")
+        raise ArgumentTypeError(f"{at}'choices' must be a list or null, got {type(choices).__name__}")
     return [_choice(choice, f"{at}choices[{i}]: ") for i, choice in enumerate(choices)]
 
 
 def _choice(choice: Any, at: str) -> ChoiceDelta:
     if not _is_object(choice):
-        raise RuleTypeError(f"{at}must be an object, got {type(choice).__name__}")
+        raise ArgumentTypeError(f"{at}must be an object, got {type(choice).__name__}")
     index = _field(choice, "index")
     if index is None:
         index = 0
     elif isinstance(index, bool) or not isinstance(index, int):
-        raise RuleTypeError(f"{at}'index' must be an int >= 0 or null, got"
+        raise ArgumentTypeError(f"{at}'index' must be an int >= 0 or null, got"
                             f" {type(index).__name__}")
     elif index < 0:
-        raise RuleValueError(f"{at}'index' must be an int >= 0 or null, got {index}")
+        raise ArgumentValueError(f"{at}'index' must be an int >= 0 or null, got {index}")
     delta = _field(choice, "delta")
     parts: list[tuple[str, str]] = []
     if delta is not None:
         if not _is_object(delta):
-            raise RuleTypeError(f"{at}'delta' must be an object or null, got"
+            raise ArgumentTypeError(f"{at}'delta' must be an object or null, got"
                                 f" {type(delta).__name__}")
         parts = _delta_parts(delta, at)
     return ChoiceDelta(index, parts, _field(choice, "finish_reason") is not None)
@@ -97,7 +97,7 @@ def _delta_parts(delta: Any, at: str) -> list[tuple[str, str]]:
         out.append(("reasoning", reasoning))
     content = _field(delta, "content")
     if content is not None and not isinstance(content, str):
-        raise RuleTypeError(f"{at}'delta.content' must be a string or null, got"
+        raise ArgumentTypeError(f"{at}'delta.content' must be a string or null, got"
                             f" {type(content).__name__}")
     if content:
         out.append(("text", content))

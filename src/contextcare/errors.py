@@ -3,26 +3,47 @@
 Every error the package raises for a caller's mistake derives from :class:`ContextCareError`,
 and also from the builtin exception a Python programmer would expect (``ValueError`` for a value
 out of range, ``TypeError`` for a value of the wrong type), so ``except ValueError`` keeps working.
+Each is named for what failed::
+
+    ContextCareError
+    ├── ArgumentTypeError (TypeError)      an argument has the wrong type
+    │   └── RuleTypeError                  ... a field of a rule, a ruleset option, the rule list
+    ├── ArgumentValueError (ValueError)    an argument has a value outside its allowed range
+    │   └── RuleValueError                 ... a field of a rule, a ruleset option, the rule list
+    └── UninitialisedError (RuntimeError)  a Ruleset or Watcher used without __init__
+
+Modules with their own inputs add their own subclasses (``contextcare.traces.TraceFormatError``,
+``contextcare.memory.MemoryFileError``, ...).
 """
 
 from __future__ import annotations
 
-__all__ = ["ContextCareError", "RuleValueError", "RuleTypeError", "UninitialisedError"]
+__all__ = ["ContextCareError", "ArgumentTypeError", "ArgumentValueError", "RuleValueError",
+           "RuleTypeError", "UninitialisedError"]
 
 
 class ContextCareError(Exception):
     """Base class of the errors contextcare raises on purpose."""
 
 
-class RuleValueError(ContextCareError, ValueError):
-    """A rule, a ruleset option or an argument has a value outside its allowed range.
+class ArgumentTypeError(ContextCareError, TypeError):
+    """An argument has the wrong type. The message names the argument and the type expected."""
+
+
+class ArgumentValueError(ContextCareError, ValueError):
+    """An argument has a value outside its allowed range. The message names the argument and
+    the range."""
+
+
+class RuleValueError(ArgumentValueError):
+    """A rule, a ruleset option or the rule list has a value outside its allowed range.
 
     The message names the rule (when there is one), the field and the allowed range.
     """
 
 
-class RuleTypeError(ContextCareError, TypeError):
-    """An argument has the wrong type. The message names the argument and the type expected."""
+class RuleTypeError(ArgumentTypeError):
+    """A rule field, a ruleset option or the rule list has the wrong type."""
 
 
 class UninitialisedError(ContextCareError, RuntimeError):

@@ -49,7 +49,7 @@ from typing import Any, Protocol, Union
 from . import reference
 from ._engine import Recorder, Ruleset, Watcher
 from .detection import Detection
-from .errors import RuleTypeError, RuleValueError
+from .errors import ArgumentTypeError, ArgumentValueError
 from .marker import OWN_NAME
 from .notices import Measurement, check_lang, message, topic_of
 from .rules import Rule
@@ -228,16 +228,16 @@ class Guard:
                  max_consecutive_aborts: int = 2, name: str | None = OWN_NAME) -> None:
         self._lang = check_lang(lang)
         if not isinstance(auto_continue, bool):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"auto_continue must be a bool, got {type(auto_continue).__name__}")
         if isinstance(max_consecutive_aborts, bool) or not isinstance(max_consecutive_aborts, int):
-            raise RuleTypeError("max_consecutive_aborts must be an int, got"
+            raise ArgumentTypeError("max_consecutive_aborts must be an int, got"
                                 f" {type(max_consecutive_aborts).__name__}")
         if max_consecutive_aborts < 1:
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"max_consecutive_aborts must be >= 1, got {max_consecutive_aborts}")
         if name is not None and not isinstance(name, str):
-            raise RuleTypeError(f"name must be a str or None, got {type(name).__name__}")
+            raise ArgumentTypeError(f"name must be a str or None, got {type(name).__name__}")
         self._ruleset = _resolve_rules(rules)
         self._auto_continue = auto_continue
         self._max_aborts = max_consecutive_aborts
@@ -285,7 +285,7 @@ class Guard:
         object with ``fatigue`` and ``wakefulness``, numbers or ``None``, and optionally
         ``fatigue_grade`` / ``wakefulness_grade``). The context-anxiety notice quotes it."""
         if not (hasattr(status, "fatigue") and hasattr(status, "wakefulness")):
-            raise RuleTypeError("status must have fatigue and wakefulness attributes, got"
+            raise ArgumentTypeError("status must have fatigue and wakefulness attributes, got"
                                 f" {type(status).__name__}")
         self._status = status
         self._replies_since_status = 0
@@ -347,6 +347,6 @@ def _resolve_rules(rules: Any) -> Any:
         items = list(rules)
         if all(isinstance(r, Rule) for r in items):
             return Ruleset(items)
-    raise RuleTypeError(
+    raise ArgumentTypeError(
         f"rules must be a Ruleset, a sequence of rules or None, got {type(rules).__name__}")
 

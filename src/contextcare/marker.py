@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import RuleTypeError
+from .errors import ArgumentTypeError
 
 __all__ = ["OWN_NAME", "is_own_message", "own_message"]
 
@@ -38,10 +38,10 @@ def own_message(content: str, *, metadata: Mapping[str, Any] | None = None) -> d
     """A user-role message with contextcare's mark: ``{"role": "user", "content": ..., "name":
     "contextcare"}``, plus ``metadata`` (a copy) when given, for hosts that keep it."""
     if not isinstance(content, str):
-        raise RuleTypeError(f"content must be a str, got {type(content).__name__}")
+        raise ArgumentTypeError(f"content must be a str, got {type(content).__name__}")
     message: dict[str, Any] = {"role": "user", "content": content, "name": OWN_NAME}
     if metadata is not None:
         if not isinstance(metadata, Mapping):
-            raise RuleTypeError(f"metadata must be a mapping or None, got {type(metadata).__name__}")
+            raise ArgumentTypeError(f"metadata must be a mapping or None, got {type(metadata).__name__}")
         message["metadata"] = dict(metadata)
     return message

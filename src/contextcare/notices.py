@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from .detection import Detection
-from .errors import RuleTypeError, RuleValueError
+from .errors import ArgumentTypeError, ArgumentValueError
 from .marker import OWN_NAME
 from .rules import KINDS as _RULE_KINDS
 
@@ -109,12 +109,12 @@ def _grade(value: object) -> str | None:
 def check_lang(lang: object, name: str = "lang") -> Lang:
     """``lang`` if it is ``"en"`` or ``"zh"``; else a TypeError/ValueError naming ``name``."""
     if not isinstance(lang, str):
-        raise RuleTypeError(f"{name} must be a str, got {type(lang).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(lang).__name__}")
     if lang == "en":
         return "en"
     if lang == "zh":
         return "zh"
-    raise RuleValueError(f"{name} must be 'en' or 'zh', got {lang!r}")
+    raise ArgumentValueError(f"{name} must be 'en' or 'zh', got {lang!r}")
 
 
 def _percent(ratio: float) -> str:
@@ -444,10 +444,10 @@ def render(detection: Detection, *, lang: str = "en", form: str = "remind",
     context-anxiety text only). ``stops`` is the number of aborts in a row (``stopped`` form).
     """
     if not isinstance(detection, Detection):
-        raise RuleTypeError(f"detection must be a Detection, got {type(detection).__name__}")
+        raise ArgumentTypeError(f"detection must be a Detection, got {type(detection).__name__}")
     checked = check_lang(lang)
     if form not in FORMS:
-        raise RuleValueError(f"form must be one of 'remind', 'continue', 'stopped', got {form!r}")
+        raise ArgumentValueError(f"form must be one of 'remind', 'continue', 'stopped', got {form!r}")
     body = (_zh if checked == "zh" else _en)(detection, form, measurement, stops)
     return f"<context-care>\n{body}\n</context-care>"
 

@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .detection import Detection
-from .errors import RuleTypeError, RuleValueError, UninitialisedError, uninitialised
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    UninitialisedError,
+    uninitialised,
+)
 from .rules import (
     BUSY_MESSAGE,
     FINISHED_MESSAGE,
@@ -288,7 +293,7 @@ class Watcher:
 
     def __init__(self, ruleset: Ruleset) -> None:
         if not isinstance(ruleset, Ruleset):
-            raise RuleTypeError(f"ruleset must be a Ruleset, got {type(ruleset).__name__}")
+            raise ArgumentTypeError(f"ruleset must be a Ruleset, got {type(ruleset).__name__}")
         self._ruleset = ruleset
         self._state = self._fresh_state()
         self._lock = threading.Lock()
@@ -378,9 +383,9 @@ class Watcher:
         limit = self._ruleset._options.evidence_chars
         if n is not None:
             if isinstance(n, bool) or not isinstance(n, int):
-                raise RuleTypeError(f"n must be an int or None, got {type(n).__name__}")
+                raise ArgumentTypeError(f"n must be an int or None, got {type(n).__name__}")
             if n < 0:
-                raise RuleValueError(f"n must be >= 0, got {n}")
+                raise ArgumentValueError(f"n must be >= 0, got {n}")
             limit = min(limit, n)
         return self._state.tail[-limit:] if limit else ""
 
@@ -586,7 +591,7 @@ class Recorder:
 
     def __init__(self, watcher: Any, on_fire: Callable[[tuple[Detection, ...]], Any]) -> None:
         if not callable(on_fire):
-            raise RuleTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
+            raise ArgumentTypeError(f"on_fire must be callable, got {type(on_fire).__name__}")
         self._feed = watcher.feed
         self._on_fire = on_fire
         self._closed: str | None = None

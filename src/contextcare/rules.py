@@ -26,7 +26,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar, SupportsIndex
 
 from . import _engine as _limits
-from .errors import RuleTypeError, RuleValueError
+from .errors import ArgumentTypeError, ArgumentValueError, RuleTypeError, RuleValueError
 
 __all__ = [
     "CHANNELS", "FEED_CHANNELS", "ACTIONS", "Rule", "Phrases", "Marker", "TimeAnxiety",
@@ -602,15 +602,15 @@ BUSY_MESSAGE = ("this Watcher is in use by another thread; a Watcher belongs to 
 
 def check_feed_channel(channel: object) -> str:
     if not isinstance(channel, str):
-        raise RuleTypeError(f"channel must be a str, got {type(channel).__name__}")
+        raise ArgumentTypeError(f"channel must be a str, got {type(channel).__name__}")
     if channel not in FEED_CHANNELS:
-        raise RuleValueError(f"channel must be 'text' or 'reasoning', got {channel!r}")
+        raise ArgumentValueError(f"channel must be 'text' or 'reasoning', got {channel!r}")
     return channel
 
 
 def check_text(text: object, name: str = "text") -> str:
     if not isinstance(text, str):
-        raise RuleTypeError(f"{name} must be a str, got {type(text).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(text).__name__}")
     return text
 
 
@@ -621,23 +621,23 @@ def check_splits(splits: Iterable[SupportsIndex] | None, length: int) -> list[in
     if splits is None:
         return [length] if length else []
     if isinstance(splits, (str, bytes)) or not isinstance(splits, Iterable):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"splits must be a sequence of int offsets, got {type(splits).__name__}")
     ends: list[int] = []
     for i, item in enumerate(splits):
         try:
             ends.append(operator.index(item))
         except TypeError:
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"splits[{i}] must be an int, got {type(item).__name__}") from None
     prev = 0
     for i, end in enumerate(ends):
         if end < prev or end > length:
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"splits must be non-decreasing offsets in [0, len(text) = {length}];"
                 f" splits[{i}] = {end} follows {prev}")
         prev = end
     if (ends[-1] if ends else 0) != length:
-        raise RuleValueError(
+        raise ArgumentValueError(
             f"splits must end at len(text) = {length}, got {ends[-1] if ends else 'no splits'}")
     return ends

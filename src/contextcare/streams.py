@@ -20,7 +20,7 @@ vLLM) or ``delta.reasoning`` (OpenRouter, some gateways) is reasoning; tool-call
 fields are not text and are ignored. Each ``choices[i].index`` gets its own reply (``n > 1``); a
 choice's reply finishes at its ``finish_reason``; an abort in any choice stops the whole stream
 (it is one HTTP response). A malformed chunk (``choices=5``, ``index=[1]``, ...) raises
-``RuleTypeError``/``RuleValueError`` from the filter naming the chunk's position, its id and the
+``ArgumentTypeError``/``ArgumentValueError`` from the filter naming the chunk's position, its id and the
 field (:mod:`contextcare.chunks`) before any of the chunk is fed: iterate on to skip it, or
 ``close()`` the filter (which closes the source).
 """
@@ -32,7 +32,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .chunks import chunk_parts, read_chunk
-from .errors import RuleTypeError
+from .errors import ArgumentTypeError
 from .guard import Abort, Guard, Partial, Reply, Verdict
 
 __all__ = ["watch", "awatch", "watch_openai", "awatch_openai", "Watch", "AsyncWatch",
@@ -45,7 +45,7 @@ _EMPTY = Partial("", "", False)
 
 def _check_guard(guard: object) -> Guard:
     if not isinstance(guard, Guard):
-        raise RuleTypeError(f"guard must be a contextcare Guard, got {type(guard).__name__}")
+        raise ArgumentTypeError(f"guard must be a contextcare Guard, got {type(guard).__name__}")
     return guard
 
 
@@ -89,9 +89,9 @@ class _Deltas:
     def __init__(self, guard: Guard, channel_of: Callable[[Any], str] | None,
                  text_of: Callable[[Any], str | None] | None) -> None:
         if channel_of is not None and not callable(channel_of):
-            raise RuleTypeError(f"channel_of must be callable, got {type(channel_of).__name__}")
+            raise ArgumentTypeError(f"channel_of must be callable, got {type(channel_of).__name__}")
         if text_of is not None and not callable(text_of):
-            raise RuleTypeError(f"text_of must be callable, got {type(text_of).__name__}")
+            raise ArgumentTypeError(f"text_of must be callable, got {type(text_of).__name__}")
         self.reply: Reply = guard.reply()
         self._channel_of = channel_of
         self._text_of = text_of
@@ -126,7 +126,7 @@ def openai_parts(chunk: Any) -> list[tuple[int, str, str]]:
     Reasoning (``delta.reasoning_content``, else ``delta.reasoning``) comes before content, the
     order in which streaming servers send them. Non-text fields (tool calls, roles, logprobs) and
     empty strings give nothing. Works on ``ChatCompletionChunk`` objects and on plain dicts; a
-    malformed chunk raises ``RuleTypeError``/``RuleValueError`` naming the field
+    malformed chunk raises ``ArgumentTypeError``/``ArgumentValueError`` naming the field
     (:func:`contextcare.chunks.read_chunk`).
     """
     return chunk_parts(read_chunk(chunk))
