@@ -796,8 +796,8 @@ def test_arbitrary_bytes_raise_only_trace_format_error(raw: bytes) -> None:
 # chat format: each row is the documented error class and the name it must carry. After every
 # row, the input it was given is unchanged and a valid conversation still plans and surveys.
 
-from contextcare.mindmap import ClearError, ReminderPolicy, survey
-from contextcare.planner import ConversationError, RestPlan, plan_clear, plan_rest
+from contextcare.context.mindmap import ClearError, ReminderPolicy, survey
+from contextcare.context.planner import ConversationError, RestPlan, plan_clear, plan_rest
 
 CE = ConversationError
 

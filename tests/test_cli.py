@@ -323,7 +323,7 @@ def conversation(path: Path, body_chars: int = 400) -> Path:
 
 def test_plan_keeps_the_system_head_and_tool_pairs(capsys: pytest.CaptureFixture[str],
                                                    tmp_path: Path) -> None:
-    pytest.importorskip("contextcare.planner")
+    pytest.importorskip("contextcare.context.planner")
     path = conversation(tmp_path / "conv.json")
     status, out, _ = run(capsys, "plan", str(path), "--capacity", "200", "--min-fresh-tokens",
                          "10", "--format", "json")
@@ -339,7 +339,7 @@ def test_plan_keeps_the_system_head_and_tool_pairs(capsys: pytest.CaptureFixture
 
 def test_plan_refusal_is_an_answer_not_an_error(capsys: pytest.CaptureFixture[str],
                                                 tmp_path: Path) -> None:
-    pytest.importorskip("contextcare.planner")
+    pytest.importorskip("contextcare.context.planner")
     path = conversation(tmp_path / "conv.json", body_chars=1)
     status, out, _ = run(capsys, "plan", str(path), "--capacity", "100000", "--format", "json")
     assert status == 0
@@ -356,7 +356,7 @@ def test_plan_rejects_a_file_that_is_not_a_conversation(capsys: pytest.CaptureFi
 
 def test_mindmap_renders_every_message(capsys: pytest.CaptureFixture[str],
                                        tmp_path: Path) -> None:
-    pytest.importorskip("contextcare.mindmap")
+    pytest.importorskip("contextcare.context.mindmap")
     path = conversation(tmp_path / "conv.json")
     status, out, _ = run(capsys, "mindmap", str(path))
     assert status == 0

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from contextcare.grades import StatusTracker, measure
+from contextcare.context.grades import StatusTracker, measure
 from contextcare.guard import Guard
 from contextcare.marker import OWN_NAME
-from contextcare.meters import heuristic_tokens
-from contextcare.mindmap import ClearError, ClearPlan, ReminderPolicy, survey
-from contextcare.planner import (
+from contextcare.context.meters import heuristic_tokens
+from contextcare.context.mindmap import ClearError, ClearPlan, ReminderPolicy, survey
+from contextcare.context.planner import (
     CHECKPOINT_TAG,
     Refusal,
     RestPlan,

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from contextcare.grades import StatusTracker, measure
+from contextcare.context.grades import StatusTracker, measure
 from contextcare.guard import Guard
 from contextcare.marker import OWN_NAME, is_own_message
-from contextcare.meters import heuristic_tokens
-from contextcare.mindmap import ClearError, ReminderPolicy, survey
-from contextcare.planner import (
+from contextcare.context.meters import heuristic_tokens
+from contextcare.context.mindmap import ClearError, ReminderPolicy, survey
+from contextcare.context.planner import (
     CHECKPOINT_TAG,
     ConversationError,
     Refusal,

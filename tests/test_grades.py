@@ -7,7 +7,7 @@ import math
 import pytest
 
 from contextcare.errors import RuleTypeError, RuleValueError
-from contextcare.grades import (
+from contextcare.context.grades import (
     COLOURS,
     FATIGUE_GRADES,
     Status,

@@ -9,7 +9,7 @@ import pytest
 
 import contextcare as cc
 from contextcare import reference
-from contextcare.grades import measure
+from contextcare.context.grades import measure
 from contextcare.guard import Abort, Guard, Partial, Remind, Reply
 
 STOP = cc.Phrases("stop", ("LOOPING",), channel="text", action="abort")

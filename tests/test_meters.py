@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contextcare.errors import RuleTypeError, RuleValueError
-from contextcare.meters import (
+from contextcare.context.meters import (
     MESSAGE_TOKENS,
     PART_TOKENS,
     TOOL_CALL_TOKENS,

@@ -1,7 +1,7 @@
 """The clear-mind survey, its rendering, clear validation and the proactive reminder.
 
 Scenarios follow the clear-mind reference §11 wherever they apply outside its host; the heuristic
-meter (:mod:`contextcare.meters`) prices messages.
+meter (:mod:`contextcare.context.meters`) prices messages.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from contextcare.errors import RuleTypeError, RuleValueError
-from contextcare.meters import heuristic_tokens
-from contextcare.mindmap import (
+from contextcare.context.meters import heuristic_tokens
+from contextcare.context.mindmap import (
     RENDER_NODE_LIMIT,
     ClearError,
     ClearPlan,
@@ -24,7 +24,7 @@ from contextcare.mindmap import (
     preview_line,
     survey,
 )
-from contextcare.planner import CHECKPOINT_TAG, ConversationError, is_checkpoint_message
+from contextcare.context.planner import CHECKPOINT_TAG, ConversationError, is_checkpoint_message
 
 LOREM = "Quiet rivers carry small stones downstream while the evening light fades slowly. "
 

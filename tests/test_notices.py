@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from contextcare import ArgumentTypeError, ArgumentValueError, Detection
-from contextcare.grades import measure
+from contextcare.context.grades import measure
 from contextcare.notices import FORMS, KINDS, LANGS, Measurement, describe, message, render
 
 #: One detection per kind, with evidence values chosen by hand (numbers that cannot be confused

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextcare.errors import RuleTypeError, RuleValueError
-from contextcare.planner import (
+from contextcare.context.planner import (
     NOTICE_NAME,
     CareConfig,
     ConversationError,

@@ -746,21 +746,9 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 # --------------------------------------------------------------------------- grades
 
-def _require(module: str, what: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(f"contextcare.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"contextcare.{module}":
-            raise
-        raise CommandError(f"{what} is not available: this build of contextcare has no"
-                           f" contextcare.{module} module") from None
-
-
 def cmd_grade(args: argparse.Namespace, out: TextIO) -> int:
     """Fatigue and wakefulness of a request load and a retained history."""
-    grades = _require("grades", "grading")
+    from .context import grades
     try:
         status = grades.measure(args.load, args.retained, args.capacity)
     except (TypeError, ValueError) as exc:
@@ -831,7 +819,7 @@ def _plan_text(result: Any) -> str:
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     """Which span of a conversation to compact (``plan_rest``)."""
-    planner = _require("planner", "planning")
+    from .context import planner
     messages = _read_messages(args.conversation)
     kwargs: dict[str, Any] = {"retain_ratio": args.retain_ratio,
                               "min_fresh_tokens": args.min_fresh_tokens}
@@ -875,7 +863,7 @@ def _span_text(messages: Sequence[dict[str, Any]], plan: Any, capacity: int) -> 
 
 def cmd_mindmap(args: argparse.Namespace, out: TextIO) -> int:
     """The clear-mind survey of a conversation: ids, token weights and previews."""
-    mindmap = _require("mindmap", "the mind map")
+    from .context import mindmap
     messages = _read_messages(args.conversation)
     try:
         survey = mindmap.survey(messages)
@@ -895,7 +883,7 @@ def cmd_mindmap(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
     """The "Oft-told" memory anchors of a directory: rank, check or scaffold them."""
-    memory = _require("memory", "memory anchors")
+    from . import memory
     if getattr(args, "format", "text") == "json":
         return _memory_json(memory, args, out)
     try:

@@ -281,7 +281,7 @@ class Guard:
         self._noticed.clear()
 
     def observe_status(self, status: object) -> None:
-        """Remember the latest context measurement (a :class:`contextcare.grades.Status` or any
+        """Remember the latest context measurement (a :class:`contextcare.context.grades.Status` or any
         object with ``fatigue`` and ``wakefulness``, numbers or ``None``, and optionally
         ``fatigue_grade`` / ``wakefulness_grade``). The context-anxiety notice quotes it."""
         if not (hasattr(status, "fatigue") and hasattr(status, "wakefulness")):

@@ -1,8 +1,8 @@
 """The one mark on every message contextcare writes into a conversation.
 
 Notices from a :class:`~contextcare.guard.Guard`, status notices from a
-:class:`~contextcare.grades.StatusTracker`, clear-mind reminders from a
-:class:`~contextcare.mindmap.ReminderPolicy` and compaction checkpoints are all user-role messages
+:class:`~contextcare.context.grades.StatusTracker`, clear-mind reminders from a
+:class:`~contextcare.context.mindmap.ReminderPolicy` and compaction checkpoints are all user-role messages
 whose ``name`` field is :data:`OWN_NAME` (``"contextcare"``). The planner and the survey count such
 messages as the library's own: never fresh material, never "the latest user message", never the
 start of a turn.

@@ -60,7 +60,7 @@ def topic_of(d: Detection) -> str:
 
 
 class StatusLike(Protocol):
-    """What a notice reads from a measurement (:class:`contextcare.grades.Status` fits)."""
+    """What a notice reads from a measurement (:class:`contextcare.context.grades.Status` fits)."""
 
     @property
     def fatigue(self) -> float | None: ...

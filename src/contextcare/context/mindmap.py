@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from .errors import ContextCareError, RuleTypeError, RuleValueError
-from .marker import own_message
+from ..errors import ContextCareError, RuleTypeError, RuleValueError
+from ..marker import own_message
 from .meters import Message, Meter, message_text, resolve_meter
 from .planner import (  # the private helpers: validation shared within the package
     ConversationError,
@@ -764,7 +764,7 @@ def survey(
     turn number (or ``None``), else turns are derived from user messages; ``is_checkpoint`` /
     ``is_own_notice`` are the planner's predicates; ``pressure_tokens`` is the full request size
     if the host knows it. A malformed conversation (duplicate ids, a tool result without an open
-    call) raises :class:`~contextcare.planner.ConversationError`.
+    call) raises :class:`~contextcare.context.planner.ConversationError`.
     """
     messages = check_conversation(messages)
     checkpoint = _predicate("is_checkpoint", is_checkpoint, is_checkpoint_message)

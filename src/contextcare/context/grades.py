@@ -24,8 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import RuleTypeError, RuleValueError
-from .marker import own_message
+from ..errors import RuleTypeError, RuleValueError
+from ..marker import own_message
 
 __all__ = [
     "Status", "Notice", "StatusTracker", "measure", "round_half_up", "grade_index",

@@ -36,8 +36,8 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any, Union
 
-from .errors import ContextCareError, RuleTypeError, RuleValueError
-from .marker import OWN_NAME, is_own_message
+from ..errors import ContextCareError, RuleTypeError, RuleValueError
+from ..marker import OWN_NAME, is_own_message
 from .meters import Message, Meter, message_text, resolve_meter
 
 __all__ = [
@@ -99,7 +99,7 @@ def check_conversation(messages: object, name: str = "messages") -> Sequence[Mes
     """Check that ``messages`` is an OpenAI-format conversation; return it unchanged.
 
     The one validator of :func:`plan_rest`, :func:`plan_clear` and
-    :func:`contextcare.mindmap.survey`: a sequence (not a string) of mappings, each with a
+    :func:`contextcare.context.mindmap.survey`: a sequence (not a string) of mappings, each with a
     ``role`` from :data:`ROLES` (case-sensitive: ``"System"`` is not a system prompt) and a
     ``content`` that is a string, ``None`` (or absent) or a list of content parts (mappings with
     a string ``type``; a ``text`` part has a string ``text``). Other keys are the host's business.

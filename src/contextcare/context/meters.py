@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import RuleTypeError, RuleValueError
+from ..errors import RuleTypeError, RuleValueError
 
 __all__ = [
     "Message", "Meter", "MESSAGE_TOKENS", "TOOL_CALL_TOKENS", "PART_TOKENS", "text_tokens",
