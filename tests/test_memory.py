@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextcare import cli
 from contextcare import memory as m
 from contextcare.errors import RuleTypeError, RuleValueError
 
@@ -269,7 +270,7 @@ def test_while_the_list_fits_nothing_is_weighed_or_moved(monkeypatch: pytest.Mon
     def no_ranking(*args: object, **kwargs: object) -> list[m.AnchorWeight]:
         raise AssertionError("weighed while the list had room")
 
-    monkeypatch.setattr(m, "weigh", no_ranking)
+    monkeypatch.setattr(m.curve, "weigh", no_ranking)
     result = m.admit(m.AnchorList.parse(text), "new · z", today=TODAY)
     assert result.sunk == () and not result.returned
     assert result.added.text == f"- new · z → `{TODAY.isoformat()}` 起"
@@ -430,7 +431,7 @@ def test_admit_only_adds_one_line_and_moves_others(lines: list[str], cap: int, n
         return
     after = stripped(result.anchors.render())
     added = [result.added.text]
-    if result.sunk and not any(i.section == "sunk" for i in m._scan(before.lines)):
+    if result.sunk and not any(i.section == "sunk" for i in m.anchors._scan(before.lines)):
         added += ["## 沉底 · Sunk", "# 沉底 · Sunk", "### 沉底 · Sunk"]
     remaining = list(after)
     for line in stripped(text) + [result.added.text]:
@@ -526,7 +527,7 @@ def codes(path: Path) -> list[tuple[str, str]]:
 
 
 def test_example_folder_passes_the_check() -> None:
-    text, ok = m.check_command(EXAMPLE)
+    text, ok = cli.memory_check_command(EXAMPLE)
     assert ok, text
     assert text.startswith("ok: 8 in view, 1 sunk, 7 diary day(s)")
 
@@ -536,7 +537,7 @@ def test_tag_outside_the_vocabulary_is_an_error(folder: Path) -> None:
     text = anchors.read_text(encoding="utf-8").replace("#疲惫", "#烦躁")
     anchors.write_text(text, encoding="utf-8")
     lineno = text.split("\n").index(next(line for line in text.split("\n") if "#烦躁" in line)) + 1
-    report, ok = m.check_command(folder)
+    report, ok = cli.memory_check_command(folder)
     assert not ok
     assert f"error   ofttold.md:{lineno}: emotion tag #烦躁 is not in the emotion vocabulary" \
         in report
@@ -578,9 +579,9 @@ def test_long_lines_warn_about_the_token_budget(tmp_path: Path) -> None:
 
 
 def test_check_command_on_a_non_folder(tmp_path: Path) -> None:
-    report, ok = m.check_command(tmp_path / "missing")
+    report, ok = cli.memory_check_command(tmp_path / "missing")
     assert not ok and "not a directory" in report
-    report, ok = m.check_command(tmp_path)
+    report, ok = cli.memory_check_command(tmp_path)
     assert not ok and "no ofttold.md" in report
 
 
@@ -593,9 +594,9 @@ def test_scaffold_creates_four_empty_shells_once(tmp_path: Path) -> None:
     assert folder.anchors.anchors == () and folder.diaries == {}
     assert folder.vocabulary == frozenset() and folder.tag_uses == ()
     assert not any(re.match(r"\s*[-*+] ", line) for p in root.glob("*.md")
-                   for line in m._split_lines(p.read_text(encoding="utf-8"))
+                   for line in m.anchors._split_lines(p.read_text(encoding="utf-8"))
                    if not line.startswith(("<!--", " ")))
-    text, ok = m.check_command(root)
+    text, ok = cli.memory_check_command(root)
     assert ok and "empty-vocabulary" not in text and "emotion vocabulary section is empty" in text
     (root / "ofttold.md").write_text("# mine\n", encoding="utf-8")
     assert m.scaffold(root) == []
@@ -628,7 +629,7 @@ def table(text: str) -> dict[str, list[str]]:
 
 def test_rank_command_on_the_example() -> None:
     before = {p: p.read_bytes() for p in EXAMPLE.rglob("*") if p.is_file()}
-    out = m.rank_command(EXAMPLE, today=date(2026, 11, 20))
+    out = cli.memory_rank_command(EXAMPLE, today=date(2026, 11, 20))
     rows = table(out)
     # 小橘: own date 10-02; the diary names it on 10-05, 10-26 and twice on 11-15 -> n = 3, t = 49.
     assert rows["小橘"][:4] == ["2026-10-02", "3", "49", "8"]
@@ -644,11 +645,11 @@ def test_rank_command_on_the_example() -> None:
 def test_rank_command_with_room(tmp_path: Path) -> None:
     m.scaffold(tmp_path)
     (tmp_path / "ofttold.md").write_text(file_of([note("a", day(2))]), encoding="utf-8")
-    out = m.rank_command(tmp_path, today=TODAY)
+    out = cli.memory_rank_command(tmp_path, today=TODAY)
     assert table(out)["a"] == [day(2).isoformat(), "0", "2", "1", f"{math.exp(-2):.4f}", "in view"]
     assert out.splitlines()[-1] == "1/8 in view, 0 sunk. The list has room: nothing sinks."
     with pytest.raises(RuleValueError, match="not a directory"):
-        m.rank_command(tmp_path / "missing")
+        cli.memory_rank_command(tmp_path / "missing")
 
 
 def test_admit_refuses_when_the_file_ends_inside_a_comment() -> None:
@@ -667,5 +668,5 @@ def test_admit_on_the_example_sinks_what_rank_names(folder: Path) -> None:
     assert [w.anchor.handle for w in result.sunk] == ["周末徒步"]
     assert [a.handle for a in result.anchors.sunk] == ["Spanish lessons", "周末徒步"]
     m.save(folder, result.anchors)
-    assert m.check_command(folder)[1]
+    assert cli.memory_check_command(folder)[1]
     assert m.load(folder).anchors.render() == result.anchors.render()

@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from contextcare import cli
 from contextcare import memory as m
 from contextcare.errors import ContextCareError, RuleTypeError, RuleValueError
 
@@ -353,8 +354,8 @@ def test_comments_never_reach_the_findings(tmp_path: Path) -> None:
     assert {f.code for f in findings} >= {"short-handle", "no-date"}
     for f in findings:
         assert "私密" not in f.en + f.zh and "秘密" not in f.en + f.zh
-    report, _ = m.check_command(tmp_path)
-    rank = m.rank_command(tmp_path, today=TODAY)
+    report, _ = cli.memory_check_command(tmp_path)
+    rank = cli.memory_rank_command(tmp_path, today=TODAY)
     assert "私密" not in report + rank
 
 
@@ -382,10 +383,10 @@ def test_a_file_that_is_not_utf8_is_named_with_its_byte_offset(tmp_path: Path, w
     if where.startswith("diary/"):
         with pytest.raises(m.MemoryDecodeError, match=re.escape(str(bad))):
             m.load_diaries(tmp_path)
-    report, ok = m.check_command(tmp_path)  # documented to return a report: it does
+    report, ok = cli.memory_check_command(tmp_path)  # documented to return a report: it does
     assert not ok and report == f"error: {exc}\n"
     with pytest.raises(m.MemoryDecodeError):
-        m.rank_command(tmp_path, today=TODAY)
+        cli.memory_rank_command(tmp_path, today=TODAY)
 
     from contextcare.cli import main
     for action in ("check", "rank"):
@@ -599,5 +600,5 @@ def round_trip_on_disk(root: Path, text: str, new: str) -> None:
     assert (root / m.ANCHOR_FILE).read_bytes() == lst.render().encode("utf-8")
     again = m.load(root)
     assert again.anchors == lst
-    assert_no_secret(m.check_command(root)[0], m.rank_command(root, today=TODAY),
+    assert_no_secret(cli.memory_check_command(root)[0], cli.memory_rank_command(root, today=TODAY),
                      *(u.tag for u in again.tag_uses))

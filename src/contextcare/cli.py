@@ -31,11 +31,14 @@ import json
 import os
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, Literal, TextIO, cast
 
+from . import memory
 from .detection import Detection
-from .errors import ContextCareError
+from .errors import ArgumentValueError, ContextCareError
+from .memory import anchors as _memory_anchors
 from .traces import (
     Event,
     Replayer,
@@ -883,7 +886,6 @@ def cmd_mindmap(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
     """The "Oft-told" memory anchors of a directory: rank, check or scaffold them."""
-    from . import memory
     if getattr(args, "format", "text") == "json":
         return _memory_json(memory, args, out)
     try:
@@ -908,7 +910,7 @@ def cmd_memory(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _check_report(memory: Any, directory: str) -> tuple[str, bool]:
-    """``memory check``'s report, as ``memory.check_command`` words it, but with each file named
+    """``memory check``'s report, as ``memory_check_command`` words it, but with each file named
     relative to the current folder (so ``path:line`` opens in an editor or a terminal)."""
     folder = memory.load(directory)
     findings = memory.check(folder)
@@ -928,6 +930,107 @@ def _check_report(memory: Any, directory: str) -> tuple[str, bool]:
                      f" diary day(s), {len(folder.vocabulary or ())} vocabulary tag(s),"
                      f" {len(findings) - errors} warning(s)")
     return "".join(line + "\n" for line in lines), errors == 0
+
+
+# --------------------------------------------------------------------------- memory reports
+# The plain-text reports of ``memory rank`` and ``memory check`` as functions (moved here from
+# contextcare.memory: they format for a terminal). The subcommands print richer forms of the
+# same facts (_rank_report, _check_report).
+
+def _width(text: str) -> int:
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _cell(text: str, width: int, right: bool = False) -> str:
+    if _width(text) > width:
+        while _width(text) > width - 1:
+            text = text[:-1]
+        text += "…"
+    pad = " " * (width - _width(text))
+    return pad + text if right else text + pad
+
+
+def _format_weight(r: float | None) -> str:
+    """R with four decimals, or three significant digits when it is below 0.001."""
+    if r is None:
+        return "-"
+    return f"{r:.4f}" if r >= 0.001 or r == 0 else f"{r:.2e}"
+
+
+def memory_rank_command(directory: str | os.PathLike[str], *, today: datetime.date | None = None,
+                 cap: int = memory.DEFAULT_CAP) -> str:
+    """The ranking table printed by ``contextcare memory rank DIR``: one row per anchor (in view
+    first, strongest first; then sunk, in file order) with handle, own date, n, t, S, R and place,
+    and a closing line that says what would sink next. Raises ``ArgumentValueError`` when DIR is not a
+    directory."""
+    day = datetime.date.today() if today is None else _memory_anchors._check_today(today)
+    cap = _memory_anchors._check_cap(cap)
+    folder = memory.load(directory)
+    weights = memory.weigh(folder.anchors.anchors, folder.diaries, today=day)
+    view = [w for w in weights if w.anchor.place == "view"]
+    order = memory.sink_order(view)
+    rows = list(reversed(order)) + [w for w in weights if w.anchor.place == "sunk"]
+    head = ("handle", "own date", "n", "t", "S", "R", "place")
+    widths = (20, 10, 3, 4, 6, 8, 7)
+    right = (False, False, True, True, True, True, False)
+
+    def row(cells: Sequence[str]) -> str:
+        return "  ".join(_cell(c, w, r) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    out = [f"Oft-told ranking of {folder.path} as of {day.isoformat()} (cap {cap})", row(head),
+           row(["-" * w for w in widths])]
+    for w in rows:
+        a = w.anchor
+        out.append(row([
+            a.handle or a.title,
+            a.own_date.isoformat() if a.own_date else "-",
+            str(w.n),
+            "-" if w.t is None else str(w.t),
+            f"{w.stability:g}",
+            _format_weight(w.weight),
+            "in view" if a.place == "view" else "sunk",
+        ]))
+    summary = f"{len(view)}/{cap} in view, {len(weights) - len(view)} sunk."
+    if not folder.has_anchor_file:
+        summary = f"No {memory.ANCHOR_FILE} here (create one with `contextcare memory init`)."
+    elif len(view) >= cap:
+        nxt = order[0].anchor
+        summary += f" The list is full: the next new anchor sinks {nxt.handle or nxt.title!r}."
+    else:
+        summary += " The list has room: nothing sinks."
+    out.append(summary)
+    return "\n".join(out) + "\n"
+
+
+def memory_check_command(directory: str | os.PathLike[str], *, cap: int = memory.DEFAULT_CAP,
+                  on_unreadable: Literal["report", "raise"] = "report") -> tuple[str, bool]:
+    """The report printed by ``contextcare memory check DIR`` and whether the folder passed (no
+    errors; exit status 1 when it did not).
+
+    A folder that cannot be read (not a directory, a file that is not UTF-8) gives the one-line
+    report ``error: path: reason`` and False; with ``on_unreadable="raise"`` the error is raised
+    instead (the command line does that, to exit with status 2)."""
+    if on_unreadable not in ("report", "raise"):
+        raise ArgumentValueError(f"on_unreadable must be 'report' or 'raise', got {on_unreadable!r}")
+    try:
+        folder = memory.load(directory)
+    except (ArgumentValueError, memory.MemoryFileError) as exc:
+        if on_unreadable == "raise":
+            raise
+        return f"error: {exc}\n", False
+    findings = memory.check(folder, cap=cap)
+    errors = sum(1 for f in findings if f.level == "error")
+    warnings = len(findings) - errors
+    lines = [f"{f.level:<7} {f.text('en')}" for f in findings]
+    if errors:
+        lines.append(f"not ok: {errors} error(s), {warnings} warning(s)")
+    else:
+        a = folder.anchors
+        lines.append(
+            f"ok: {len(a.in_view)} in view, {len(a.sunk)} sunk, {len(folder.diaries)} diary"
+            f" day(s), {len(folder.vocabulary or ())} vocabulary tag(s), {warnings} warning(s)")
+    return "\n".join(lines) + "\n", errors == 0
 
 
 def _memory_json(memory: Any, args: argparse.Namespace, out: TextIO) -> int:
