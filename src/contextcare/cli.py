@@ -39,6 +39,7 @@ from . import memory
 from .detection import Detection
 from .errors import ArgumentValueError, ContextCareError
 from .memory import anchors as _memory_anchors
+from .scanning import FAIL_ACTIONS, exit_status, load_ruleset, summary_line
 from .traces import (
     Event,
     Replayer,
@@ -64,7 +65,6 @@ PROGRESS_MIN_BYTES = 1 << 20
 #: The demo replays the samples until this much time has passed (and at least 3 times).
 DEMO_MIN_SECONDS = 0.5
 
-_FAIL_ACTIONS = {"abort": ("abort",), "remind": ("abort", "remind")}
 
 
 class CommandError(ContextCareError):
@@ -257,30 +257,12 @@ def _summary(results: Iterable[StreamResult]) -> dict[str, int]:
     return out
 
 
-def _summary_line(summary: dict[str, int]) -> str:
-    return (f"{summary['streams']} streams, {summary['detections']} detections"
-            f" ({summary['abort']} abort, {summary['remind']} remind"
-            + (f", {summary['record']} record" if summary["record"] else "") + ")")
-
-
 def _write_json(obj: object, out: TextIO) -> None:
     json.dump(obj, out, ensure_ascii=False, indent=2)
     out.write("\n")
 
 
 # --------------------------------------------------------------------------- rules
-
-def _load_ruleset(spec: str) -> Ruleset:
-    from . import default_ruleset
-    from ._engine import Ruleset
-
-    if spec == "default":
-        return default_ruleset()
-    from .tomlrules import load_rules
-
-    rules, options = load_rules(spec)
-    return Ruleset(rules, **options)
-
 
 def _rule_rows(spec: str) -> list[dict[str, Any]]:
     from .presets import default_rules
@@ -304,7 +286,7 @@ def _rule_rows(spec: str) -> list[dict[str, Any]]:
 def _rule_options(spec: str) -> dict[str, Any]:
     """The ruleset options a rules spec compiles with (the file's ``[options]`` over the
     defaults of :class:`~contextcare.Ruleset`)."""
-    options = _load_ruleset(spec).options
+    options = load_ruleset(spec).options
     return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
 
 
@@ -503,14 +485,30 @@ def _progress_bar(console: Console) -> Progress:
 
 
 def _ray_scan(args: argparse.Namespace, out: TextIO) -> int:
+    """``contextcare scan --engine ray``: the arguments of ``contextcare scan`` plus
+    ``--address`` and ``--output``. Rows go to ``--output DIR`` (Parquet, or JSON lines with
+    ``--format jsonl``); standard output gets the summary line. Exit status as for ``scan``."""
     try:
         from . import ray as ray_scan
     except ModuleNotFoundError as exc:
         if exc.name == "contextcare.ray":
             raise
         raise CommandError(str(exc)) from None
-    status: int = ray_scan.cmd_scan(args, out)
-    return status
+    fmt = "jsonl" if args.format == "jsonl" else "parquet"
+    if args.format == "json":
+        raise ray_scan.RayScanError("--engine ray writes rows to --output as parquet or jsonl;"
+                                    " --format json is for the local engine")
+    if args.output is None:
+        raise ray_scan.RayScanError("--engine ray needs --output DIR for the rows")
+    summary = ray_scan.run_scan(args.files, args.output, ruleset=load_ruleset(args.rules),
+                                fmt=fmt, address=args.address, strict=args.strict,
+                                progress=not args.no_progress and sys.stderr.isatty(),
+                                verbose=bool(getattr(args, "verbose", False)))
+    out.write(summary_line(summary) + f"; rows written to {args.output}\n")
+    if summary["errors"]:
+        sys.stderr.write(f"contextcare scan: {summary['errors']} malformed lines skipped (rows"
+                         " with row_type 'error')\n")
+    return exit_status(summary, args.fail_on)
 
 
 def _trouble(summary: dict[str, int]) -> str:
@@ -597,13 +595,13 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     for option, value in (("overwrite", args.overwrite), ("verbose", args.verbose)):
         if value:
             raise CommandError(f"--{option} is for --engine ray")
-    ruleset = _load_ruleset(args.rules)
+    ruleset = load_ruleset(args.rules)
     files = _expand_inputs(args.files)
     sizes = _input_sizes(files)
     err = _console(stderr=True)
     show_bar = (not args.no_progress and err.is_terminal
                 and sum(sizes.values()) >= PROGRESS_MIN_BYTES)
-    fail_actions = _FAIL_ACTIONS.get(args.fail_on or "", ())
+    fail_actions = FAIL_ACTIONS.get(args.fail_on or "", ())
     failed = interrupted = False
     summary = _new_summary()
     mode = args.format if args.format != "text" else _text_mode(args, out)
@@ -661,10 +659,10 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     elif mode == "table":
         console = _console(out)
         _print_by_source(console, kept)
-        out.write(_summary_line(summary) + _trouble(summary) + "\n")
+        out.write(summary_line(summary) + _trouble(summary) + "\n")
     else:  # records: stdout holds only records; the summary goes with the messages
         out.flush()
-        reader.warn(_summary_line(summary) + _trouble(summary))
+        reader.warn(summary_line(summary) + _trouble(summary))
     if reader.skipped:
         shown = (f" (the first {reader.warned} shown)" if reader.warned < reader.skipped else "")
         reader.warn(f"{reader.skipped} malformed lines skipped{shown}")
@@ -737,7 +735,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     out.write("Bundled sample traces through default_ruleset():\n")
     console = _console(out)
     _show(console, _detections_table(results, show_clean=True, width=console.width))
-    out.write(_summary_line(_summary(results)) + "\n")
+    out.write(summary_line(_summary(results)) + "\n")
     out.write(
         f"Throughput ({engine}, Watcher.feed, one Python call per delta):"
         f" {speed['deltas_per_second']:,.0f} deltas/s, {speed['mb_per_second']:.2f} MB/s,"

@@ -11,7 +11,7 @@ Install with ``pip install 'contextcare[ray]'`` (Ray Data and pyarrow). The piec
   :func:`contextcare.traces.replay`, exactly as the single-process scan does.
 * :data:`SCHEMA` — the flat output rows (see :func:`result_rows`).
 * :func:`scan_dataset` / :func:`run_scan` — read, scan, write Parquet or JSON lines; what
-  ``contextcare scan --engine ray`` runs (:func:`cmd_scan`).
+  ``contextcare scan --engine ray`` runs.
 
 The unit of parallelism is the **file**: the streams of one file may be interleaved, and OpenAI
 ``[DONE]`` lines refer to the file's most recent open stream, so a file is never split. Shard
@@ -26,9 +26,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 try:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -44,7 +43,6 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
 
 from .detection import EVIDENCE_FIELDS, Detection
 from .errors import ContextCareError
-from .scanning import exit_status, load_ruleset, summary_line
 from .traces import StreamResult, TraceFormatError, iter_events, replay
 
 if TYPE_CHECKING:
@@ -56,7 +54,6 @@ __all__ = [
     "JsonLinesSink",
     "RayScanError",
     "ScanFiles",
-    "cmd_scan",
     "detection_of",
     "error_row",
     "file_rows",
@@ -360,26 +357,3 @@ def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Rulese
     finally:
         if started:
             ray.shutdown()
-
-
-# --------------------------------------------------------------------------- command line
-
-def cmd_scan(args: Any, out: TextIO) -> int:
-    """``contextcare scan --engine ray``: the arguments of ``contextcare scan`` plus
-    ``--address`` and ``--output``. Rows go to ``--output DIR`` (Parquet, or JSON lines with
-    ``--format jsonl``); standard output gets the summary line. Exit status as for ``scan``."""
-    fmt = "jsonl" if args.format == "jsonl" else "parquet"
-    if args.format == "json":
-        raise RayScanError("--engine ray writes rows to --output as parquet or jsonl;"
-                           " --format json is for the local engine")
-    if args.output is None:
-        raise RayScanError("--engine ray needs --output DIR for the rows")
-    summary = run_scan(args.files, args.output, ruleset=load_ruleset(args.rules), fmt=fmt,
-                       address=args.address, strict=args.strict,
-                       progress=not args.no_progress and sys.stderr.isatty(),
-                       verbose=bool(getattr(args, "verbose", False)))
-    out.write(summary_line(summary) + f"; rows written to {args.output}\n")
-    if summary["errors"]:
-        sys.stderr.write(f"contextcare scan: {summary['errors']} malformed lines skipped (rows"
-                         " with row_type 'error')\n")
-    return exit_status(summary, args.fail_on)
