@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from contextcare.errors import RuleTypeError, RuleValueError
 from contextcare.context.grades import (
     COLOURS,
     FATIGUE_GRADES,
@@ -18,6 +17,7 @@ from contextcare.context.grades import (
     status_colours,
     status_text,
 )
+from contextcare.errors import ArgumentTypeError, ArgumentValueError
 
 # The worked-example table of the original (context-care reference §4.3), defaults throughout.
 WORKED_EXAMPLES = [
@@ -89,15 +89,15 @@ def test_infinite_load_caps_at_100() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "error", "word"), [
-    ({"load": -1}, RuleValueError, "load"),
-    ({"load": math.nan}, RuleValueError, "load"),
-    ({"retained": "10"}, RuleTypeError, "retained"),
-    ({"load": True}, RuleTypeError, "load"),
-    ({"capacity": "10000"}, RuleTypeError, "capacity"),
-    ({"budget_ratio": 1.0}, RuleValueError, "budget_ratio"),
-    ({"wakefulness_ratio": 0}, RuleValueError, "wakefulness_ratio"),
-    ({"exponent": 0}, RuleValueError, "exponent"),
-    ({"exponent": math.inf}, RuleValueError, "exponent"),
+    ({"load": -1}, ArgumentValueError, "load"),
+    ({"load": math.nan}, ArgumentValueError, "load"),
+    ({"retained": "10"}, ArgumentTypeError, "retained"),
+    ({"load": True}, ArgumentTypeError, "load"),
+    ({"capacity": "10000"}, ArgumentTypeError, "capacity"),
+    ({"budget_ratio": 1.0}, ArgumentValueError, "budget_ratio"),
+    ({"wakefulness_ratio": 0}, ArgumentValueError, "wakefulness_ratio"),
+    ({"exponent": 0}, ArgumentValueError, "exponent"),
+    ({"exponent": math.inf}, ArgumentValueError, "exponent"),
 ])
 def test_bad_arguments_name_the_argument(kwargs: dict[str, object], error: type[Exception],
                                          word: str) -> None:
@@ -183,9 +183,9 @@ def test_chinese_text_and_rest_tool() -> None:
 
 
 def test_tracker_rejects_bad_options() -> None:
-    with pytest.raises(RuleValueError, match="lang"):
+    with pytest.raises(ArgumentValueError, match="lang"):
         StatusTracker("fr")  # type: ignore[arg-type]
-    with pytest.raises(RuleTypeError, match="outcome"):
+    with pytest.raises(ArgumentTypeError, match="outcome"):
         StatusTracker().update(_status(1.0), outcome=3)  # type: ignore[arg-type]
-    with pytest.raises(RuleTypeError, match="status"):
+    with pytest.raises(ArgumentTypeError, match="status"):
         StatusTracker().update({"fatigue": 1})  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from contextcare import cli
 from contextcare import memory as m
-from contextcare.errors import RuleTypeError, RuleValueError
+from contextcare.errors import ArgumentTypeError, ArgumentValueError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "memory"
 TODAY = date(2026, 9, 20)
@@ -67,11 +67,11 @@ def test_reference_table(n: int, t: int, expected: float) -> None:
 def test_curve_guards() -> None:
     assert m.stability(40) == m.stability(30) == 2.0 ** 30
     assert m.weight(0, 10) == pytest.approx(4.54e-5, rel=1e-3)
-    with pytest.raises(RuleValueError, match="t must be >= 0"):
+    with pytest.raises(ArgumentValueError, match="t must be >= 0"):
         m.weight(1, -1)
-    with pytest.raises(RuleValueError, match="n must be >= 0"):
+    with pytest.raises(ArgumentValueError, match="n must be >= 0"):
         m.stability(-1)
-    with pytest.raises(RuleTypeError, match="n must be an int"):
+    with pytest.raises(ArgumentTypeError, match="n must be an int"):
         m.stability(True)
     assert m.days_since(date(2026, 9, 1), date(2026, 9, 7)) == 6
     assert m.days_since(date(2026, 10, 1), date(2026, 9, 7)) == 0  # future own date: t = 0
@@ -245,9 +245,9 @@ def test_worked_examples_through_the_diary() -> None:
 
 def test_diaries_must_be_dated_text() -> None:
     a = m.parse_anchor("- a · b → `2026-09-01` 起")
-    with pytest.raises(RuleTypeError, match="diaries"):
+    with pytest.raises(ArgumentTypeError, match="diaries"):
         m.recall_days(a, {"2026-09-02": "a"}, today=TODAY)  # type: ignore[dict-item]
-    with pytest.raises(RuleTypeError, match="today"):
+    with pytest.raises(ArgumentTypeError, match="today"):
         m.recall_days(a, {}, today="2026-09-02")  # type: ignore[arg-type]
 
 
@@ -345,7 +345,7 @@ def test_a_line_that_leaves_and_returns_is_new() -> None:
 
 def test_admit_refuses_to_touch_a_line_in_view() -> None:
     lst = m.AnchorList.parse(file_of([note("小橘", day(3))]))
-    with pytest.raises(RuleValueError, match="already in view at line 3"):
+    with pytest.raises(ArgumentValueError, match="already in view at line 3"):
         m.admit(lst, "  小橘 · 新说法", today=TODAY)
 
 
@@ -360,13 +360,13 @@ def test_admit_keeps_a_dated_line_as_written_and_stamps_an_undated_one() -> None
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"new": "a\nb"}, RuleValueError, "one line"),
-    ({"new": "a <!-- x"}, RuleValueError, "comment"),
-    ({"new": "  - "}, RuleValueError, "title"),
-    ({"new": 3}, RuleTypeError, "new must be"),
-    ({"new": "a", "cap": 0}, RuleValueError, r"cap must be in \[1, 32\]"),
-    ({"new": "a", "cap": 33}, RuleValueError, "cap"),
-    ({"new": "a", "cap": True}, RuleTypeError, "cap must be an int"),
+    ({"new": "a\nb"}, ArgumentValueError, "one line"),
+    ({"new": "a <!-- x"}, ArgumentValueError, "comment"),
+    ({"new": "  - "}, ArgumentValueError, "title"),
+    ({"new": 3}, ArgumentTypeError, "new must be"),
+    ({"new": "a", "cap": 0}, ArgumentValueError, r"cap must be in \[1, 32\]"),
+    ({"new": "a", "cap": 33}, ArgumentValueError, "cap"),
+    ({"new": "a", "cap": True}, ArgumentTypeError, "cap must be an int"),
 ])
 def test_admit_argument_errors(kwargs: dict[str, object], error: type[Exception],
                                match: str) -> None:
@@ -425,7 +425,7 @@ def test_admit_only_adds_one_line_and_moves_others(lines: list[str], cap: int, n
     before = m.AnchorList.parse(text)
     try:
         result = m.admit(before, "- 新 · 新的一行", today=TODAY, cap=cap)
-    except RuleValueError as exc:  # the only refusal: the file's end is inside a comment or fence
+    except ArgumentValueError as exc:  # the only refusal: the file's end is inside a comment or fence
         assert "unclosed" in str(exc)
         assert "<!--" in lines or "```" in lines
         return
@@ -473,7 +473,7 @@ def test_injected_block_failed_tone_lists_errors_only() -> None:
 def test_nothing_is_injected_for_an_empty_list() -> None:
     lst = m.AnchorList.parse(file_of([], sunk=["- old · y → `2026-01-01` 起"]))
     assert m.injected_block(lst, today=TODAY) == ""
-    with pytest.raises(RuleValueError, match="lang"):
+    with pytest.raises(ArgumentValueError, match="lang"):
         m.injected_block(lst, today=TODAY, lang="fr")  # type: ignore[arg-type]
 
 
@@ -506,8 +506,8 @@ def test_refresh_every_five_counted_messages() -> None:
     assert not policy.due()
 
 
-@pytest.mark.parametrize(("value", "error"), [(-1, RuleValueError), (1.5, RuleTypeError),
-                                              (True, RuleTypeError)])
+@pytest.mark.parametrize(("value", "error"), [(-1, ArgumentValueError), (1.5, ArgumentTypeError),
+                                              (True, ArgumentTypeError)])
 def test_refresh_validation(value: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="refresh_after_messages"):
         m.Reinjection(value)  # type: ignore[arg-type]
@@ -618,7 +618,7 @@ def test_admit_into_a_scaffold_lands_in_the_oft_told_section(tmp_path: Path) -> 
 
 def test_scaffold_refuses_a_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x", encoding="utf-8")
-    with pytest.raises(RuleValueError, match="not a directory"):
+    with pytest.raises(ArgumentValueError, match="not a directory"):
         m.scaffold(tmp_path / "f")
 
 
@@ -648,13 +648,13 @@ def test_rank_command_with_room(tmp_path: Path) -> None:
     out = cli.memory_rank_command(tmp_path, today=TODAY)
     assert table(out)["a"] == [day(2).isoformat(), "0", "2", "1", f"{math.exp(-2):.4f}", "in view"]
     assert out.splitlines()[-1] == "1/8 in view, 0 sunk. The list has room: nothing sinks."
-    with pytest.raises(RuleValueError, match="not a directory"):
+    with pytest.raises(ArgumentValueError, match="not a directory"):
         cli.memory_rank_command(tmp_path / "missing")
 
 
 def test_admit_refuses_when_the_file_ends_inside_a_comment() -> None:
     text = "# 常被提起\n\n<!-- unfinished\n- ka · x → `2026-09-01` 起\n"
-    with pytest.raises(RuleValueError, match="unclosed HTML comment"):
+    with pytest.raises(ArgumentValueError, match="unclosed HTML comment"):
         m.admit(m.AnchorList.parse(text), "kb", today=TODAY)
     # With an anchor in view the new line goes right after it, before the comment: no problem.
     text = file_of([note("ka", day(1))]) + "<!-- unfinished\n"

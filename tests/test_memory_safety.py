@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from contextcare import cli
 from contextcare import memory as m
-from contextcare.errors import ContextCareError, RuleTypeError, RuleValueError
+from contextcare.errors import ArgumentTypeError, ArgumentValueError, ContextCareError
 
 TODAY = date(2026, 9, 20)
 
@@ -70,11 +70,11 @@ def test_save_refuses_a_wrong_argument_before_opening_any_file(
 
     monkeypatch.setattr("builtins.open", no_open)
     monkeypatch.setattr(os, "open", no_open)
-    with pytest.raises(RuleTypeError, match="anchors must be an AnchorList"):
+    with pytest.raises(ArgumentTypeError, match="anchors must be an AnchorList"):
         m.save(root, bad)  # type: ignore[arg-type]
-    with pytest.raises(RuleTypeError, match="directory must be a path"):
+    with pytest.raises(ArgumentTypeError, match="directory must be a path"):
         m.save(bad if not isinstance(bad, str) else 3, m.AnchorList.parse(""))  # type: ignore[arg-type]
-    with pytest.raises(RuleTypeError, match="overwrite must be a bool"):
+    with pytest.raises(ArgumentTypeError, match="overwrite must be a bool"):
         m.save(root, m.AnchorList.parse(""), overwrite=bad)  # type: ignore[arg-type]
     monkeypatch.undo()
     assert (root / m.ANCHOR_FILE).read_bytes() == ORIGINAL.encode("utf-8")
@@ -203,7 +203,7 @@ def test_a_failing_step_leaves_the_original(tmp_path: Path, monkeypatch: pytest.
 def test_an_unencodable_text_is_refused_before_writing(tmp_path: Path) -> None:
     root = folder_with(tmp_path)
     bad = m.AnchorList.parse(ORIGINAL + "\r\n- b \ud800 · y\r\n")
-    with pytest.raises(RuleValueError, match=r"anchors: line 8, character 5 is U\+D800.*UTF-8"):
+    with pytest.raises(ArgumentValueError, match=r"anchors: line 8, character 5 is U\+D800.*UTF-8"):
         m.save(root, bad, overwrite=True)
     assert (root / m.ANCHOR_FILE).read_bytes() == ORIGINAL.encode("utf-8")
     assert leftovers(root) == []
@@ -211,9 +211,9 @@ def test_an_unencodable_text_is_refused_before_writing(tmp_path: Path) -> None:
 
 def test_admit_refuses_a_lone_surrogate() -> None:
     lst = m.AnchorList.parse(ORIGINAL)
-    with pytest.raises(RuleValueError, match=r"new: .*U\+D800.*cannot be written"):
+    with pytest.raises(ArgumentValueError, match=r"new: .*U\+D800.*cannot be written"):
         m.admit(lst, "b \ud800 · y", today=TODAY)
-    with pytest.raises(RuleValueError, match=r"U\+DFFF"):
+    with pytest.raises(ArgumentValueError, match=r"U\+DFFF"):
         m.admit(lst, m.parse_anchor("- \udfff x · y"), today=TODAY)
 
 
@@ -247,7 +247,7 @@ def test_save_keeps_the_permission_bits_and_a_symlink(tmp_path: Path) -> None:
 
 
 def test_save_into_a_missing_directory_names_it(tmp_path: Path) -> None:
-    with pytest.raises(RuleValueError, match="not a directory"):
+    with pytest.raises(ArgumentValueError, match="not a directory"):
         m.save(tmp_path / "missing", m.AnchorList.parse(""))
     assert not (tmp_path / "missing").exists()
 
@@ -417,7 +417,7 @@ def test_a_short_handle_is_identified_by_its_title() -> None:
     assert result.added.own_date == date(2026, 9, 18) and result.added.kind == "diary"
     back = m.admit(result.anchors, "猫 · 叫小橘", today=TODAY)
     assert back.returned and back.added.own_date == TODAY
-    with pytest.raises(RuleValueError, match="already in view"):
+    with pytest.raises(ArgumentValueError, match="already in view"):
         m.admit(back.anchors, "猫 · 叫小橘", today=TODAY)
 
 
@@ -434,11 +434,11 @@ def test_two_different_empty_handles_are_two_anchors(tmp_path: Path) -> None:
 
 def test_host_inputs_of_the_wrong_type_are_refused() -> None:
     policy = m.Reinjection()
-    with pytest.raises(RuleTypeError, match="role must be a str, got int"):
+    with pytest.raises(ArgumentTypeError, match="role must be a str, got int"):
         policy.message(42)  # type: ignore[arg-type]
-    with pytest.raises(RuleTypeError, match="own_notice must be a bool"):
+    with pytest.raises(ArgumentTypeError, match="own_notice must be a bool"):
         policy.message("user", own_notice="yes")  # type: ignore[arg-type]
-    with pytest.raises(RuleTypeError, match="diaries must be a mapping"):
+    with pytest.raises(ArgumentTypeError, match="diaries must be a mapping"):
         m.admit(m.AnchorList.parse(""), "a · b", today=TODAY,
                 diaries="not a mapping")  # type: ignore[arg-type]
 
@@ -549,7 +549,7 @@ def test_months_of_use_keep_every_user_line_and_every_secret(
         today = TODAY + timedelta(days=i)
         try:
             result = m.admit(lst, new, today=today, cap=cap, diaries=diaries)
-        except RuleValueError as exc:
+        except ArgumentValueError as exc:
             assert re.search("already in view|unclosed|must have a title", str(exc)), exc
             continue
         lst = result.anchors
@@ -593,7 +593,7 @@ def round_trip_on_disk(root: Path, text: str, new: str) -> None:
     assert folder.anchors.render() == text
     try:
         lst = m.admit(folder.anchors, new, today=TODAY).anchors
-    except RuleValueError:
+    except ArgumentValueError:
         assume(False)
         return
     m.save(root, lst)

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from contextcare.errors import RuleTypeError, RuleValueError
 from contextcare.context.meters import (
     MESSAGE_TOKENS,
     PART_TOKENS,
@@ -19,6 +18,7 @@ from contextcare.context.meters import (
     text_tokens,
     tiktoken_meter,
 )
+from contextcare.errors import ArgumentTypeError, ArgumentValueError
 
 
 @pytest.mark.parametrize(("text", "tokens"), [
@@ -86,9 +86,9 @@ def test_malformed_parts_do_not_crash() -> None:
 
 
 def test_non_mapping_message_is_a_type_error() -> None:
-    with pytest.raises(RuleTypeError, match="message"):
+    with pytest.raises(ArgumentTypeError, match="message"):
         heuristic_tokens(["role", "user"])  # type: ignore[arg-type]
-    with pytest.raises(RuleTypeError, match="text"):
+    with pytest.raises(ArgumentTypeError, match="text"):
         text_tokens(b"abc")  # type: ignore[arg-type]
 
 
@@ -96,13 +96,13 @@ def test_resolve_meter() -> None:
     assert resolve_meter(None) is heuristic_tokens
     checked = resolve_meter(lambda m: 7)
     assert checked({"role": "user"}) == 7
-    with pytest.raises(RuleTypeError, match="must return an int"):
+    with pytest.raises(ArgumentTypeError, match="must return an int"):
         resolve_meter(lambda m: 1.5)({"role": "user"})  # type: ignore[arg-type, return-value]
-    with pytest.raises(RuleTypeError, match="must return an int"):
+    with pytest.raises(ArgumentTypeError, match="must return an int"):
         resolve_meter(lambda m: True)({"role": "user"})
-    with pytest.raises(RuleValueError, match="-3"):
+    with pytest.raises(ArgumentValueError, match="-3"):
         resolve_meter(lambda m: -3)({"role": "user"})
-    with pytest.raises(RuleTypeError, match="meter"):
+    with pytest.raises(ArgumentTypeError, match="meter"):
         resolve_meter(42)  # type: ignore[arg-type]
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from contextcare.errors import RuleTypeError, RuleValueError
 from contextcare.context.meters import heuristic_tokens
 from contextcare.context.mindmap import (
     RENDER_NODE_LIMIT,
@@ -24,7 +23,12 @@ from contextcare.context.mindmap import (
     preview_line,
     survey,
 )
-from contextcare.context.planner import CHECKPOINT_TAG, ConversationError, is_checkpoint_message
+from contextcare.context.planner import (
+    CHECKPOINT_TAG,
+    ConversationError,
+    is_checkpoint_message,
+)
+from contextcare.errors import ArgumentTypeError, ArgumentValueError
 
 LOREM = "Quiet rivers carry small stones downstream while the evening light fades slowly. "
 
@@ -286,16 +290,16 @@ def test_format_tokens(tokens: int, text: str) -> None:
 
 
 def test_survey_arguments() -> None:
-    with pytest.raises(RuleValueError, match="turns has 1 entries for 2 messages"):
+    with pytest.raises(ArgumentValueError, match="turns has 1 entries for 2 messages"):
         survey([user("a"), user("b")], turns=[1])
-    with pytest.raises(RuleTypeError, match=r"turns\[0\]"):
+    with pytest.raises(ArgumentTypeError, match=r"turns\[0\]"):
         survey([user("a")], turns=["1"])  # type: ignore[list-item]
-    with pytest.raises(RuleValueError, match="pressure_tokens"):
+    with pytest.raises(ArgumentValueError, match="pressure_tokens"):
         survey([user("a")], pressure_tokens=-1)
     assert survey([user("a")], pressure_tokens=5000).pressure_tokens == 5000
     with pytest.raises(ConversationError, match="'nope'"):
         survey([user("a"), answer("nope", "x")])
-    with pytest.raises(RuleValueError, match="lang"):
+    with pytest.raises(ArgumentValueError, match="lang"):
         survey([user("a")]).render(lang="fr")  # type: ignore[arg-type]
 
 
@@ -447,9 +451,9 @@ def test_system_head_cannot_be_cleared() -> None:
 
 def test_threshold_configuration_errors() -> None:
     result = survey(commit_fixture())
-    with pytest.raises(RuleValueError, match="min_clear_tokens must be a positive integer"):
+    with pytest.raises(ArgumentValueError, match="min_clear_tokens must be a positive integer"):
         result.validate_clear("first", "latest", NOTES, min_clear_tokens=0)
-    with pytest.raises(RuleValueError, match="min_notes_chars .* less than max_notes_chars"):
+    with pytest.raises(ArgumentValueError, match="min_notes_chars .* less than max_notes_chars"):
         result.validate_clear("first", "latest", NOTES, min_notes_chars=500, max_notes_chars=100)
 
 
@@ -461,9 +465,9 @@ def test_clear_error_is_a_value_error() -> None:
 def test_apply_checks_the_checkpoint_id() -> None:
     messages = commit_fixture(ids=True)
     plan = survey(messages).validate_clear(10, 12, NOTES, min_clear_tokens=1)
-    with pytest.raises(RuleValueError, match="already in use"):
+    with pytest.raises(ArgumentValueError, match="already in use"):
         plan.apply(messages, checkpoint_id=13)
-    with pytest.raises(RuleTypeError, match="checkpoint_id"):
+    with pytest.raises(ArgumentTypeError, match="checkpoint_id"):
         plan.apply(messages, checkpoint_id=1.5)  # type: ignore[arg-type]
     assert plan.apply(messages, checkpoint_id=11)[0]["id"] == 11  # an id inside the span is free
 
@@ -534,12 +538,12 @@ def test_reminder_text_shape() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"ratio": 0}, RuleValueError, r"ratio must be in \(0, 1\]"),
-    ({"ratio": 1.5}, RuleValueError, "ratio"),
-    ({"tokens": -1}, RuleValueError, "tokens must be a non-negative integer"),
-    ({"steps": 0}, RuleValueError, "steps must be a positive integer"),
-    ({"step_interval": 2.5}, RuleTypeError, "step_interval"),
-    ({"lang": "de"}, RuleValueError, "lang"),
+    ({"ratio": 0}, ArgumentValueError, r"ratio must be in \(0, 1\]"),
+    ({"ratio": 1.5}, ArgumentValueError, "ratio"),
+    ({"tokens": -1}, ArgumentValueError, "tokens must be a non-negative integer"),
+    ({"steps": 0}, ArgumentValueError, "steps must be a positive integer"),
+    ({"step_interval": 2.5}, ArgumentTypeError, "step_interval"),
+    ({"lang": "de"}, ArgumentValueError, "lang"),
 ])
 def test_reminder_configuration(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):

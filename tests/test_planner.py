@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextcare.errors import RuleTypeError, RuleValueError
 from contextcare.context.planner import (
     NOTICE_NAME,
     CareConfig,
@@ -25,6 +24,7 @@ from contextcare.context.planner import (
     plan_rest,
     validate_note,
 )
+from contextcare.errors import ArgumentTypeError, ArgumentValueError
 
 
 def by_key(message: Any) -> int:
@@ -183,11 +183,11 @@ def test_heuristic_meter_is_the_default() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "error", "word"), [
-    ({"capacity": 0}, RuleValueError, "capacity"),
-    ({"capacity": 1.5}, RuleTypeError, "capacity"),
-    ({"capacity": 100, "retain_ratio": 1.0}, RuleValueError, "retain_ratio"),
-    ({"capacity": 100, "min_fresh_tokens": 0}, RuleValueError, "min_fresh_tokens"),
-    ({"capacity": 100, "is_checkpoint": "yes"}, RuleTypeError, "is_checkpoint"),
+    ({"capacity": 0}, ArgumentValueError, "capacity"),
+    ({"capacity": 1.5}, ArgumentTypeError, "capacity"),
+    ({"capacity": 100, "retain_ratio": 1.0}, ArgumentValueError, "retain_ratio"),
+    ({"capacity": 100, "min_fresh_tokens": 0}, ArgumentValueError, "min_fresh_tokens"),
+    ({"capacity": 100, "is_checkpoint": "yes"}, ArgumentTypeError, "is_checkpoint"),
 ])
 def test_plan_rest_arguments(kwargs: dict[str, Any], error: type[Exception], word: str) -> None:
     with pytest.raises(error, match=word):
@@ -199,9 +199,9 @@ def test_malformed_messages() -> None:
         plan_rest([user(1, 1), user(1, 1)], capacity=100, meter=by_key)
     with pytest.raises(ConversationError, match="share the id 1"):
         plan_rest([user(1, 1), {"role": "user", "tokens": 1}], capacity=100, meter=by_key)
-    with pytest.raises(RuleTypeError, match=r"messages\[0\]"):
+    with pytest.raises(ArgumentTypeError, match=r"messages\[0\]"):
         plan_rest(["hello"], capacity=100)  # type: ignore[list-item]
-    with pytest.raises(RuleTypeError, match="messages"):
+    with pytest.raises(ArgumentTypeError, match="messages"):
         plan_rest("hello", capacity=100)  # type: ignore[arg-type]
     with pytest.raises(ConversationError, match="role"):
         plan_rest([{"content": "x"}], capacity=100)
@@ -247,13 +247,13 @@ def test_validate_note_strips_and_accepts_the_bounds() -> None:
 
 
 @pytest.mark.parametrize(("note", "error", "match"), [
-    ("", RuleValueError, "too short: 0 characters"),
-    ("   " + "n" * 999 + "   ", RuleValueError, "999 characters after trimming, at least 1000"),
-    ("n" * 10001, RuleValueError, "too long: 10001 characters"),
-    (None, RuleTypeError, "note must be a string"),
-    ({}, RuleTypeError, "note must be a string"),
-    (42, RuleTypeError, "note must be a string"),
-    ([], RuleTypeError, "note must be a string"),
+    ("", ArgumentValueError, "too short: 0 characters"),
+    ("   " + "n" * 999 + "   ", ArgumentValueError, "999 characters after trimming, at least 1000"),
+    ("n" * 10001, ArgumentValueError, "too long: 10001 characters"),
+    (None, ArgumentTypeError, "note must be a string"),
+    ({}, ArgumentTypeError, "note must be a string"),
+    (42, ArgumentTypeError, "note must be a string"),
+    ([], ArgumentTypeError, "note must be a string"),
 ])
 def test_validate_note_rejects(note: object, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
@@ -261,9 +261,9 @@ def test_validate_note_rejects(note: object, error: type[Exception], match: str)
 
 
 def test_validate_note_bounds_are_checked() -> None:
-    with pytest.raises(RuleValueError, match="min_chars"):
+    with pytest.raises(ArgumentValueError, match="min_chars"):
         validate_note("x", min_chars=10, max_chars=10)
-    with pytest.raises(RuleValueError, match="min_chars"):
+    with pytest.raises(ArgumentValueError, match="min_chars"):
         validate_note("x", min_chars=0)
 
 
@@ -272,19 +272,19 @@ def test_parse_rest_request() -> None:
     assert parse_rest_request({"note": note}) == RestRequest(note)
     assert parse_rest_request(json.dumps({"note": note, "deep": True, "recovery": "r" * 1000})) \
         == RestRequest(note, True, "r" * 1000)
-    with pytest.raises(RuleValueError, match="accepts only note, deep and recovery; unexpected: x"):
+    with pytest.raises(ArgumentValueError, match="accepts only note, deep and recovery; unexpected: x"):
         parse_rest_request({"note": note, "x": 1})
-    with pytest.raises(RuleValueError, match="deep rest needs a recovery"):
+    with pytest.raises(ArgumentValueError, match="deep rest needs a recovery"):
         parse_rest_request({"note": note, "deep": True})
-    with pytest.raises(RuleValueError, match="recovery is too short"):
+    with pytest.raises(ArgumentValueError, match="recovery is too short"):
         parse_rest_request({"note": note, "recovery": "short"})
-    with pytest.raises(RuleValueError, match="needs a note"):
+    with pytest.raises(ArgumentValueError, match="needs a note"):
         parse_rest_request({})
-    with pytest.raises(RuleTypeError, match="deep"):
+    with pytest.raises(ArgumentTypeError, match="deep"):
         parse_rest_request({"note": note, "deep": "yes"})
-    with pytest.raises(RuleValueError, match="not valid JSON"):
+    with pytest.raises(ArgumentValueError, match="not valid JSON"):
         parse_rest_request("{note")
-    with pytest.raises(RuleTypeError, match="object"):
+    with pytest.raises(ArgumentTypeError, match="object"):
         parse_rest_request("[1]")
 
 
@@ -307,15 +307,15 @@ def test_config_defaults() -> None:
 
 
 @pytest.mark.parametrize(("data", "error", "match"), [
-    ({"retain_ratio": 0.9}, RuleValueError, "retain_ratio .* less than budget_ratio"),
-    ({"min_fresh_tokens": 0}, RuleValueError, "min_fresh_tokens must be a positive integer"),
-    ({"typo": 1}, RuleValueError, "unknown config key.*typo"),
-    ({"budget_ratio": 1}, RuleValueError, "budget_ratio must be strictly between 0 and 1"),
-    ({"wakefulness_ratio": 0}, RuleValueError, "wakefulness_ratio"),
-    ({"fatigue_exponent": -1}, RuleValueError, "fatigue_exponent"),
-    ({"min_note_chars": 500, "max_note_chars": 500}, RuleValueError, "min_note_chars"),
-    ({"max_note_chars": True}, RuleTypeError, "max_note_chars must be an int"),
-    ({"retain_ratio": "0.1"}, RuleTypeError, "retain_ratio must be a number"),
+    ({"retain_ratio": 0.9}, ArgumentValueError, "retain_ratio .* less than budget_ratio"),
+    ({"min_fresh_tokens": 0}, ArgumentValueError, "min_fresh_tokens must be a positive integer"),
+    ({"typo": 1}, ArgumentValueError, "unknown config key.*typo"),
+    ({"budget_ratio": 1}, ArgumentValueError, "budget_ratio must be strictly between 0 and 1"),
+    ({"wakefulness_ratio": 0}, ArgumentValueError, "wakefulness_ratio"),
+    ({"fatigue_exponent": -1}, ArgumentValueError, "fatigue_exponent"),
+    ({"min_note_chars": 500, "max_note_chars": 500}, ArgumentValueError, "min_note_chars"),
+    ({"max_note_chars": True}, ArgumentTypeError, "max_note_chars must be an int"),
+    ({"retain_ratio": "0.1"}, ArgumentTypeError, "retain_ratio must be a number"),
 ])
 def test_config_errors(data: dict[str, Any], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):

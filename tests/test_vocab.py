@@ -140,11 +140,11 @@ def test_phrases_for_joins_languages_in_order() -> None:
 
 
 def test_unknown_topic_or_lang_names_the_argument() -> None:
-    with pytest.raises(cc.RuleValueError, match="topic"):
+    with pytest.raises(cc.ArgumentValueError, match="topic"):
         phrases_for("money", ("en",))
-    with pytest.raises(cc.RuleValueError, match="lang"):
+    with pytest.raises(cc.ArgumentValueError, match="lang"):
         phrases_for("time", ("fr",))
-    with pytest.raises(cc.RuleTypeError, match="topic"):
+    with pytest.raises(cc.ArgumentTypeError, match="topic"):
         load(3, "en")
 
 

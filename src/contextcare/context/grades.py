@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import RuleTypeError, RuleValueError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..marker import own_message
 
 __all__ = [
@@ -100,17 +100,17 @@ class Status:
 
 def _number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RuleTypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     if math.isnan(value) or value < 0:
-        raise RuleValueError(f"{name} must be a number >= 0, got {value}")
+        raise ArgumentValueError(f"{name} must be a number >= 0, got {value}")
     return float(value)
 
 
 def _open_ratio(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RuleTypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     if not 0 < value < 1:
-        raise RuleValueError(f"{name} must be strictly between 0 and 1, got {value}")
+        raise ArgumentValueError(f"{name} must be strictly between 0 and 1, got {value}")
     return float(value)
 
 
@@ -136,12 +136,12 @@ def measure(
     budget_ratio = _open_ratio("budget_ratio", budget_ratio)
     wakefulness_ratio = _open_ratio("wakefulness_ratio", wakefulness_ratio)
     if isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
-        raise RuleTypeError(f"exponent must be a number, got {type(exponent).__name__}")
+        raise ArgumentTypeError(f"exponent must be a number, got {type(exponent).__name__}")
     if not (math.isfinite(exponent) and exponent > 0):
-        raise RuleValueError(f"exponent must be a finite number > 0, got {exponent}")
+        raise ArgumentValueError(f"exponent must be a finite number > 0, got {exponent}")
     if capacity is not None and (isinstance(capacity, bool)
                                  or not isinstance(capacity, (int, float))):
-        raise RuleTypeError(f"capacity must be a number or None, got {type(capacity).__name__}")
+        raise ArgumentTypeError(f"capacity must be a number or None, got {type(capacity).__name__}")
     if capacity is None or not math.isfinite(capacity) or capacity <= 0:
         return Status(None, None, UNCALIBRATED, UNCALIBRATED, False)
     fatigue = round_half_up(min(100.0, 100.0 * (load / (budget_ratio * capacity)) ** exponent))
@@ -244,7 +244,7 @@ def _rest_words(lang: str, rest_tool: str | None) -> dict[str, str]:
 
 def _check_lang(lang: object) -> str:
     if lang not in _TEXT:
-        raise RuleValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+        raise ArgumentValueError(f"lang must be 'en' or 'zh', got {lang!r}")
     return str(lang)
 
 
@@ -258,10 +258,10 @@ def status_text(
     (for example ``"context_rest"``); without it the advice speaks of compaction in general.
     """
     if not isinstance(status, Status):
-        raise RuleTypeError(f"status must be a Status, got {type(status).__name__}")
+        raise ArgumentTypeError(f"status must be a Status, got {type(status).__name__}")
     lang_key = _check_lang(lang)
     if outcome is not None and not isinstance(outcome, str):
-        raise RuleTypeError(f"outcome must be a str or None, got {type(outcome).__name__}")
+        raise ArgumentTypeError(f"outcome must be a str or None, got {type(outcome).__name__}")
     labels, text = _LABELS[lang_key], _TEXT[lang_key]
     lines = [text["grades"].format(fatigue=labels[status.fatigue_grade],
                                    wakefulness=labels[status.wakefulness_grade]),
@@ -316,7 +316,7 @@ class StatusTracker:
         self._lang: Lang = lang
         _check_lang(lang)
         if rest_tool is not None and not (isinstance(rest_tool, str) and rest_tool.strip()):
-            raise RuleValueError(f"rest_tool must be a non-empty str or None, got {rest_tool!r}")
+            raise ArgumentValueError(f"rest_tool must be a non-empty str or None, got {rest_tool!r}")
         self._rest_tool = rest_tool
         self._last_text: str | None = None
         self._last_status: Status | None = None
@@ -343,7 +343,7 @@ class StatusTracker:
     def update(self, status: Status, outcome: str | None = None) -> Notice | None:
         """Record a sample; return the notice to append, or ``None`` if nothing new is to say."""
         if outcome is not None and not isinstance(outcome, str):
-            raise RuleTypeError(f"outcome must be a str or None, got {type(outcome).__name__}")
+            raise ArgumentTypeError(f"outcome must be a str or None, got {type(outcome).__name__}")
         state_text = status_text(status, lang=self._lang, rest_tool=self._rest_tool)
         has_outcome = outcome is not None and bool(outcome.strip())
         first = self._last_text is None

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import RuleTypeError, RuleValueError
+from ..errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = [
     "Message", "Meter", "MESSAGE_TOKENS", "TOOL_CALL_TOKENS", "PART_TOKENS", "text_tokens",
@@ -75,7 +75,7 @@ _CJK = re.compile(
 def text_tokens(text: str) -> int:
     """Heuristic token count of a text: one per CJK character, ``ceil(n/4)`` for the rest."""
     if not isinstance(text, str):
-        raise RuleTypeError(f"text must be a str, got {type(text).__name__}")
+        raise ArgumentTypeError(f"text must be a str, got {type(text).__name__}")
     cjk = len(_CJK.findall(text))
     return cjk + math.ceil((len(text) - cjk) / 4)
 
@@ -107,7 +107,7 @@ def heuristic_tokens(message: Message) -> int:
 def _price(message: Message, count: Callable[[str], int]) -> int:
     """Price ``message`` by the module's rule, counting each text with ``count``."""
     if not isinstance(message, Mapping):
-        raise RuleTypeError(f"message must be a mapping, got {type(message).__name__}")
+        raise ArgumentTypeError(f"message must be a mapping, got {type(message).__name__}")
     total = MESSAGE_TOKENS
     content = message.get("content")
     if isinstance(content, str):
@@ -177,18 +177,18 @@ def resolve_meter(meter: Meter | None) -> Callable[[Message], int]:
     if meter is None:
         return heuristic_tokens
     if not callable(meter):
-        raise RuleTypeError(f"meter must be a callable message -> int, got {type(meter).__name__}")
+        raise ArgumentTypeError(f"meter must be a callable message -> int, got {type(meter).__name__}")
     user_meter = meter
 
     def checked(message: Message) -> int:
         value = user_meter(message)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"meter {getattr(user_meter, '__name__', repr(user_meter))} must return an int, "
                 f"got {type(value).__name__}"
             )
         if value < 0:
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"meter {getattr(user_meter, '__name__', repr(user_meter))} returned {value}; "
                 "token counts must be >= 0"
             )

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from ..errors import ContextCareError, RuleTypeError, RuleValueError
+from ..errors import ArgumentTypeError, ArgumentValueError, ContextCareError
 from ..marker import own_message
 from .meters import Message, Meter, message_text, resolve_meter
 from .planner import (  # the private helpers: validation shared within the package
@@ -280,11 +280,11 @@ class ClearPlan:
         result = [*messages[:at], checkpoint, *messages[at + count:]]
         if checkpoint_id is not None:
             if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, (int, str)):
-                raise RuleTypeError(
+                raise ArgumentTypeError(
                     f"checkpoint_id must be a str or an int, got {type(checkpoint_id).__name__}"
                 )
             if checkpoint_id in _taken_ids(result, at):
-                raise RuleValueError(f"checkpoint_id {checkpoint_id!r} is already in use")
+                raise ArgumentValueError(f"checkpoint_id {checkpoint_id!r} is already in use")
         elif any(m.get("id") is not None for m in messages):
             checkpoint_id = _fresh_id(result, at, ids[at:at + count])
         if checkpoint_id is not None:
@@ -465,7 +465,7 @@ class Survey:
         """The text the model reads: header, per-turn node lines, and (if a clear is possible
         and ``guide``) the clearing guide in ``lang``."""
         if lang not in _GUIDE:
-            raise RuleValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+            raise ArgumentValueError(f"lang must be 'en' or 'zh', got {lang!r}")
         lines = [
             _HEADER["map"].format(n=_count(len(self.nodes)),
                                   tokens=format_tokens(self.surface_tokens),
@@ -608,17 +608,17 @@ class Survey:
         ``min_clear_tokens``; the checkpoint message is smaller than the range.
 
         The thresholds are host configuration: a bad one raises
-        :class:`~contextcare.errors.RuleValueError`, not :class:`ClearError`.
+        :class:`~contextcare.errors.ArgumentValueError`, not :class:`ClearError`.
         """
         for name, value in (("min_clear_tokens", min_clear_tokens),
                             ("min_notes_chars", min_notes_chars),
                             ("max_notes_chars", max_notes_chars)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise RuleTypeError(f"{name} must be an int, got {type(value).__name__}")
+                raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
             if value <= 0:
-                raise RuleValueError(f"{name} must be a positive integer, got {value}")
+                raise ArgumentValueError(f"{name} must be a positive integer, got {value}")
         if min_notes_chars >= max_notes_chars:
-            raise RuleValueError(f"min_notes_chars ({min_notes_chars}) must be less than "
+            raise ArgumentValueError(f"min_notes_chars ({min_notes_chars}) must be less than "
                                  f"max_notes_chars ({max_notes_chars})")
         if not self.nodes:
             raise ClearError("clear: the conversation is empty — nothing to clear.", "empty")
@@ -777,14 +777,14 @@ def survey(
         turn_of = _derive_turns(messages, checkpoint, notice)
     else:
         if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
-            raise RuleTypeError(f"turns must be a sequence, got {type(turns).__name__}")
+            raise ArgumentTypeError(f"turns must be a sequence, got {type(turns).__name__}")
         if len(turns) != len(messages):
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"turns has {len(turns)} entries for {len(messages)} messages; give one per message"
             )
         for index, turn in enumerate(turns):
             if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
-                raise RuleTypeError(
+                raise ArgumentTypeError(
                     f"turns[{index}] must be an int or None, got {type(turn).__name__}"
                 )
         turn_of = list(turns)
@@ -804,11 +804,11 @@ def survey(
     if pressure_tokens is None:
         pressure = sum(node.tokens for node in nodes)
     elif isinstance(pressure_tokens, bool) or not isinstance(pressure_tokens, int):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"pressure_tokens must be an int or None, got {type(pressure_tokens).__name__}"
         )
     elif pressure_tokens < 0:
-        raise RuleValueError(f"pressure_tokens must be >= 0, got {pressure_tokens}")
+        raise ArgumentValueError(f"pressure_tokens must be >= 0, got {pressure_tokens}")
     else:
         pressure = pressure_tokens
     return Survey(tuple(nodes), _runs(nodes), pressure, tuple(messages), price, head,
@@ -887,20 +887,20 @@ class ReminderPolicy:
     def __init__(self, ratio: float = 0.70, tokens: int = 0, steps: int = 100,
                  step_interval: int = 25, *, lang: Lang = "en") -> None:
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
-            raise RuleTypeError(f"ratio must be a number, got {type(ratio).__name__}")
+            raise ArgumentTypeError(f"ratio must be a number, got {type(ratio).__name__}")
         if not 0 < ratio <= 1:
-            raise RuleValueError(f"ratio must be in (0, 1], got {ratio}")
+            raise ArgumentValueError(f"ratio must be in (0, 1], got {ratio}")
         if isinstance(tokens, bool) or not isinstance(tokens, int):
-            raise RuleTypeError(f"tokens must be an int, got {type(tokens).__name__}")
+            raise ArgumentTypeError(f"tokens must be an int, got {type(tokens).__name__}")
         if tokens < 0:
-            raise RuleValueError(f"tokens must be a non-negative integer, got {tokens}")
+            raise ArgumentValueError(f"tokens must be a non-negative integer, got {tokens}")
         for name, value in (("steps", steps), ("step_interval", step_interval)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise RuleTypeError(f"{name} must be an int, got {type(value).__name__}")
+                raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
             if value < 1:
-                raise RuleValueError(f"{name} must be a positive integer, got {value}")
+                raise ArgumentValueError(f"{name} must be a positive integer, got {value}")
         if lang not in _REMINDER:
-            raise RuleValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+            raise ArgumentValueError(f"lang must be 'en' or 'zh', got {lang!r}")
         self.ratio = float(ratio)
         self.tokens = tokens
         self.steps = steps
@@ -939,14 +939,14 @@ class ReminderPolicy:
         """
         for name, value in (("tokens", tokens), ("steps_in_turn", steps_in_turn)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise RuleTypeError(f"{name} must be an int, got {type(value).__name__}")
+                raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
             if value < 0:
-                raise RuleValueError(f"{name} must be >= 0, got {value}")
+                raise ArgumentValueError(f"{name} must be >= 0, got {value}")
         if window is not None:
             if isinstance(window, bool) or not isinstance(window, int):
-                raise RuleTypeError(f"window must be an int or None, got {type(window).__name__}")
+                raise ArgumentTypeError(f"window must be an int or None, got {type(window).__name__}")
             if window < 0:
-                raise RuleValueError(
+                raise ArgumentValueError(
                     f"window must be >= 0 (0 or None: unknown), got {window}")
         found = self.reasons(tokens, window, steps_in_turn)
         if not found:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any, Union
 
-from ..errors import ContextCareError, RuleTypeError, RuleValueError
+from ..errors import ArgumentTypeError, ArgumentValueError, ContextCareError
 from ..marker import OWN_NAME, is_own_message
 from .meters import Message, Meter, message_text, resolve_meter
 
@@ -75,22 +75,22 @@ def _check_content(content: object, where: str) -> None:
     if content is None or isinstance(content, str):
         return
     if not isinstance(content, list):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"{where} must be a string, None or a list of content parts, got "
             f"{type(content).__name__}"
         )
     for number, part in enumerate(content):
         if not isinstance(part, Mapping):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"{where}[{number}] must be a content part object (e.g. "
                 f"{{\"type\": \"text\", \"text\": ...}}), got {type(part).__name__}"
             )
         kind = part.get("type", "text")
         if not isinstance(kind, str) or not kind:
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"{where}[{number}].type must be a non-empty string, got {kind!r}")
         if kind == "text" and not isinstance(part.get("text"), str):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"{where}[{number}].text must be a string, got {type(part.get('text')).__name__}"
             )
 
@@ -103,24 +103,24 @@ def check_conversation(messages: object, name: str = "messages") -> Sequence[Mes
     ``role`` from :data:`ROLES` (case-sensitive: ``"System"`` is not a system prompt) and a
     ``content`` that is a string, ``None`` (or absent) or a list of content parts (mappings with
     a string ``type``; a ``text`` part has a string ``text``). Other keys are the host's business.
-    Errors are :class:`~contextcare.errors.RuleTypeError` for a wrong type and
+    Errors are :class:`~contextcare.errors.ArgumentTypeError` for a wrong type and
     :class:`ConversationError` (a ``ValueError``) for a wrong value, each naming
     ``messages[i].role`` / ``messages[i].content`` or the argument.
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"{name} must be a sequence of message mappings, got {type(messages).__name__}"
         )
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"{name}[{index}] must be a mapping, got {type(message).__name__}"
             )
         role = message.get("role")
         if role is None:
             raise ConversationError(f"{name}[{index}].role is missing; every message needs a role")
         if not isinstance(role, str):
-            raise RuleTypeError(f"{name}[{index}].role must be a string, got {type(role).__name__}")
+            raise ArgumentTypeError(f"{name}[{index}].role must be a string, got {type(role).__name__}")
         if role not in ROLES:
             hint = " (roles are lower-case)" if role.lower() in ROLES else ""
             raise ConversationError(
@@ -147,7 +147,7 @@ def message_ids(messages: Sequence[Message]) -> list[MessageId]:
         if raw is None:
             ident = index
         elif isinstance(raw, bool) or not isinstance(raw, (int, str)):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"messages[{index}]['id'] must be a str or an int, got {type(raw).__name__}"
             )
         else:
@@ -289,7 +289,7 @@ def _predicate(name: str, value: Predicate | None, default: Predicate) -> Predic
     if value is None:
         return default
     if not callable(value):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"{name} must be a callable message -> bool, got {type(value).__name__}"
         )
     return value
@@ -299,17 +299,17 @@ def _predicate(name: str, value: Predicate | None, default: Predicate) -> Predic
 
 def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RuleTypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
     if value <= 0:
-        raise RuleValueError(f"{name} must be a positive integer, got {value}")
+        raise ArgumentValueError(f"{name} must be a positive integer, got {value}")
     return value
 
 
 def _open_ratio(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RuleTypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     if not 0 < value < 1:
-        raise RuleValueError(f"{name} must be strictly between 0 and 1, got {value}")
+        raise ArgumentValueError(f"{name} must be strictly between 0 and 1, got {value}")
     return float(value)
 
 
@@ -334,19 +334,19 @@ class CareConfig:
         for name in ("budget_ratio", "wakefulness_ratio", "retain_ratio"):
             _open_ratio(name, getattr(self, name))
         if not self.retain_ratio < self.budget_ratio:
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"retain_ratio ({self.retain_ratio}) must be less than budget_ratio "
                 f"({self.budget_ratio})"
             )
         exponent = self.fatigue_exponent
         if isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
-            raise RuleTypeError(f"fatigue_exponent must be a number, got {type(exponent).__name__}")
+            raise ArgumentTypeError(f"fatigue_exponent must be a number, got {type(exponent).__name__}")
         if not (math.isfinite(exponent) and exponent > 0):
-            raise RuleValueError(f"fatigue_exponent must be a finite number > 0, got {exponent}")
+            raise ArgumentValueError(f"fatigue_exponent must be a finite number > 0, got {exponent}")
         for name in ("min_fresh_tokens", "min_note_chars", "max_note_chars"):
             _positive_int(name, getattr(self, name))
         if not self.min_note_chars < self.max_note_chars:
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"min_note_chars ({self.min_note_chars}) must be less than max_note_chars "
                 f"({self.max_note_chars})"
             )
@@ -355,11 +355,11 @@ class CareConfig:
     def from_mapping(cls, data: Mapping[str, Any]) -> CareConfig:
         """Build from a mapping (a config file section); unknown keys are rejected by name."""
         if not isinstance(data, Mapping):
-            raise RuleTypeError(f"config must be a mapping, got {type(data).__name__}")
+            raise ArgumentTypeError(f"config must be a mapping, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(str(key) for key in data if key not in known)
         if unknown:
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"unknown config key(s): {', '.join(unknown)}; "
                 f"known keys: {', '.join(sorted(known))}"
             )
@@ -471,7 +471,7 @@ def plan_rest(
     checkpoint = _predicate("is_checkpoint", is_checkpoint, is_checkpoint_message)
     notice = _predicate("is_own_notice", is_own_notice, is_notice_message)
     if not isinstance(keep_latest_user, bool):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"keep_latest_user must be a bool, got {type(keep_latest_user).__name__}")
     ids = message_ids(messages)
     cuts = balanced_cuts(messages, ids)
@@ -589,24 +589,24 @@ def validate_note(note: object, *, min_chars: int = 1000, max_chars: int = 10000
                   name: str = "note") -> str:
     """Return ``note`` stripped, if its length (code points) is within ``[min_chars, max_chars]``.
 
-    A non-string raises :class:`~contextcare.errors.RuleTypeError`; a length out of range raises
-    :class:`~contextcare.errors.RuleValueError` whose message says the length and the bounds.
+    A non-string raises :class:`~contextcare.errors.ArgumentTypeError`; a length out of range raises
+    :class:`~contextcare.errors.ArgumentValueError` whose message says the length and the bounds.
     """
     min_chars = _positive_int("min_chars", min_chars)
     max_chars = _positive_int("max_chars", max_chars)
     if min_chars >= max_chars:
-        raise RuleValueError(f"min_chars ({min_chars}) must be less than max_chars ({max_chars})")
+        raise ArgumentValueError(f"min_chars ({min_chars}) must be less than max_chars ({max_chars})")
     if not isinstance(note, str):
-        raise RuleTypeError(f"{name} must be a string, got {type(note).__name__}")
+        raise ArgumentTypeError(f"{name} must be a string, got {type(note).__name__}")
     text = note.strip()
     if len(text) < min_chars:
-        raise RuleValueError(
+        raise ArgumentValueError(
             f"{name} is too short: {len(text)} characters after trimming, at least {min_chars} "
             "needed. Write down the goal, what has been verified, what is still open and the key "
             "paths or identifiers."
         )
     if len(text) > max_chars:
-        raise RuleValueError(
+        raise ArgumentValueError(
             f"{name} is too long: {len(text)} characters after trimming, at most {max_chars} "
             "allowed. Keep what the continuation needs and drop the rest."
         )
@@ -638,28 +638,28 @@ def parse_rest_request(arguments: Mapping[str, Any] | str, *, min_chars: int = 1
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
-            raise RuleValueError(f"context_rest arguments are not valid JSON: {exc.msg}") from None
+            raise ArgumentValueError(f"context_rest arguments are not valid JSON: {exc.msg}") from None
     if not isinstance(arguments, Mapping):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"context_rest arguments must be an object, got {type(arguments).__name__}"
         )
     extra = sorted(str(key) for key in arguments if key not in _REST_KEYS)
     if extra:
-        raise RuleValueError(
+        raise ArgumentValueError(
             f"context_rest accepts only note, deep and recovery; unexpected: {', '.join(extra)}"
         )
     if "note" not in arguments:
-        raise RuleValueError("context_rest needs a note: the handoff for your continuation")
+        raise ArgumentValueError("context_rest needs a note: the handoff for your continuation")
     note = validate_note(arguments["note"], min_chars=min_chars, max_chars=max_chars)
     deep = arguments.get("deep", False)
     if not isinstance(deep, bool):
-        raise RuleTypeError(f"deep must be true or false, got {type(deep).__name__}")
+        raise ArgumentTypeError(f"deep must be true or false, got {type(deep).__name__}")
     recovery = arguments.get("recovery")
     if recovery is not None:
         recovery = validate_note(recovery, min_chars=min_chars, max_chars=max_chars,
                                  name="recovery")
     if deep and recovery is None:
-        raise RuleValueError(
+        raise ArgumentValueError(
             "a deep rest needs a recovery text: after clearing, it is the only way back to the "
             "cleared details"
         )
@@ -681,9 +681,9 @@ def checkpoint_message(notes: str, *, preamble: str = _PREAMBLE) -> dict[str, An
     checkpoint (and a later compaction absorbs it).
     """
     if not isinstance(notes, str):
-        raise RuleTypeError(f"notes must be a string, got {type(notes).__name__}")
+        raise ArgumentTypeError(f"notes must be a string, got {type(notes).__name__}")
     if not isinstance(preamble, str):
-        raise RuleTypeError(f"preamble must be a string, got {type(preamble).__name__}")
+        raise ArgumentTypeError(f"preamble must be a string, got {type(preamble).__name__}")
     closing = CHECKPOINT_TAG.replace("<", "</", 1)
     return {"role": "user", "content": f"{preamble}\n\n{CHECKPOINT_TAG}\n{notes}\n{closing}",
             "name": OWN_NAME}

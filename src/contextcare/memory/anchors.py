@@ -13,22 +13,23 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
-from ..errors import ContextCareError, RuleTypeError, RuleValueError
+
+from ..errors import ArgumentTypeError, ArgumentValueError, ContextCareError
 
 __all__ = [
-    'DEFAULT_CAP',
-    'MAX_CAP',
-    'LIST_TOKEN_BUDGET',
-    'ANCHOR_FILE',
-    'EMOTIONS_FILE',
-    'NOTES_FILE',
-    'DIARY_DIR',
-    'Anchor',
-    'AnchorList',
-    'parse_anchor',
-    'MemoryFileError',
-    'MemoryDecodeError',
-    'AnchorFileChangedError',
+    "DEFAULT_CAP",
+    "MAX_CAP",
+    "LIST_TOKEN_BUDGET",
+    "ANCHOR_FILE",
+    "EMOTIONS_FILE",
+    "NOTES_FILE",
+    "DIARY_DIR",
+    "Anchor",
+    "AnchorList",
+    "parse_anchor",
+    "MemoryFileError",
+    "MemoryDecodeError",
+    "AnchorFileChangedError",
 ]
 
 
@@ -111,15 +112,15 @@ def _check_today(today: object, name: str = "today") -> date:
     if isinstance(today, datetime):
         return today.date()
     if not isinstance(today, date):
-        raise RuleTypeError(f"{name} must be a datetime.date, got {type(today).__name__}")
+        raise ArgumentTypeError(f"{name} must be a datetime.date, got {type(today).__name__}")
     return today
 
 
 def _check_cap(cap: object) -> int:
     if isinstance(cap, bool) or not isinstance(cap, int):
-        raise RuleTypeError(f"cap must be an int, got {type(cap).__name__}")
+        raise ArgumentTypeError(f"cap must be an int, got {type(cap).__name__}")
     if not 1 <= cap <= MAX_CAP:
-        raise RuleValueError(f"cap must be in [1, {MAX_CAP}], got {cap}")
+        raise ArgumentValueError(f"cap must be in [1, {MAX_CAP}], got {cap}")
     return cap
 
 
@@ -128,11 +129,11 @@ def _check_lang(lang: object) -> Lang:
         return "zh"
     if lang == "en":
         return "en"
-    raise RuleValueError(f"lang must be 'zh' or 'en', got {lang!r}")
+    raise ArgumentValueError(f"lang must be 'zh' or 'en', got {lang!r}")
 
 
 def _check_encodable(text: str, name: str) -> bytes:
-    """``text`` as UTF-8; a lone surrogate (which no UTF-8 file can hold) is a ``RuleValueError``
+    """``text`` as UTF-8; a lone surrogate (which no UTF-8 file can hold) is a ``ArgumentValueError``
     naming the argument, the line and the character."""
     try:
         return text.encode("utf-8")
@@ -140,7 +141,7 @@ def _check_encodable(text: str, name: str) -> bytes:
         line = text.count("\n", 0, exc.start) + 1
         column = exc.start - (text.rfind("\n", 0, exc.start) + 1) + 1
         where = f"line {line}, character {column}" if "\n" in text else f"character {column}"
-        raise RuleValueError(
+        raise ArgumentValueError(
             f"{name}: {where} is U+{ord(text[exc.start]):04X}, a lone surrogate, which cannot be"
             " written as UTF-8") from None
 
@@ -211,7 +212,7 @@ def parse_anchor(text: str, *, lineno: int = 0, place: Place = "view") -> Anchor
     of the anchor: a comment that opens on the line and does not close there hides the rest of it.
     """
     if not isinstance(text, str):
-        raise RuleTypeError(f"text must be a str, got {type(text).__name__}")
+        raise ArgumentTypeError(f"text must be a str, got {type(text).__name__}")
     raw = text.rstrip("\r\n").lstrip("\ufeff")
     return _parse(raw, _uncomment([raw])[0].visible, lineno, place)
 
@@ -397,7 +398,7 @@ class AnchorList:
         (in view) and of the Sunk section (sunk); a file without an Oft-told heading keeps its
         list in view before its first heading."""
         if not isinstance(text, str):
-            raise RuleTypeError(f"text must be a str, got {type(text).__name__}")
+            raise ArgumentTypeError(f"text must be a str, got {type(text).__name__}")
         lines = _split_lines(text)
         anchors = []
         for index, info in enumerate(_scan(lines)):

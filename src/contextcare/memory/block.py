@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
-from .anchors import AnchorList, DEFAULT_CAP, Lang, _check_cap, _check_lang, _check_today, _shown
+
+from .anchors import (
+    DEFAULT_CAP,
+    AnchorList,
+    Lang,
+    _check_cap,
+    _check_lang,
+    _check_today,
+    _shown,
+)
 from .folder import Finding
 
 __all__ = [
-    'injected_block',
+    "injected_block",
 ]
 
 

@@ -7,13 +7,14 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from ..errors import RuleTypeError, RuleValueError
+
+from ..errors import ArgumentTypeError, ArgumentValueError
 from .anchors import (
-    Anchor,
-    AnchorList,
-    DEFAULT_CAP,
     _BASE_STABILITY_DAYS,
     _MAX_DOUBLINGS,
+    DEFAULT_CAP,
+    Anchor,
+    AnchorList,
     _check_cap,
     _check_encodable,
     _check_today,
@@ -25,16 +26,16 @@ from .anchors import (
 )
 
 __all__ = [
-    'AnchorWeight',
-    'Admission',
-    'Reinjection',
-    'stability',
-    'weight',
-    'days_since',
-    'recall_days',
-    'weigh',
-    'sink_order',
-    'admit',
+    "AnchorWeight",
+    "Admission",
+    "Reinjection",
+    "stability",
+    "weight",
+    "days_since",
+    "recall_days",
+    "weigh",
+    "sink_order",
+    "admit",
 ]
 
 
@@ -44,9 +45,9 @@ def stability(n: int) -> float:
     """``S = 2 ** n`` days (base stability 1 day), doubling per distinct recall day, n capped at
     30."""
     if isinstance(n, bool) or not isinstance(n, int):
-        raise RuleTypeError(f"n must be an int, got {type(n).__name__}")
+        raise ArgumentTypeError(f"n must be an int, got {type(n).__name__}")
     if n < 0:
-        raise RuleValueError(f"n must be >= 0, got {n}")
+        raise ArgumentValueError(f"n must be >= 0, got {n}")
     return _BASE_STABILITY_DAYS * 2.0 ** min(n, _MAX_DOUBLINGS)
 
 
@@ -54,9 +55,9 @@ def weight(n: int, t: float) -> float:
     """``R = exp(-t / S)``: 1 on the anchor's own date, decaying slower the more often it came
     back. ``t`` is in days, ``>= 0``."""
     if isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise RuleTypeError(f"t must be a number of days, got {type(t).__name__}")
+        raise ArgumentTypeError(f"t must be a number of days, got {type(t).__name__}")
     if not t >= 0:
-        raise RuleValueError(f"t must be >= 0 days, got {t}")
+        raise ArgumentValueError(f"t must be >= 0 days, got {t}")
     return math.exp(-t / stability(n))
 
 
@@ -67,11 +68,11 @@ def days_since(own_date: date, today: date) -> int:
 
 def _check_diaries(diaries: object) -> Mapping[date, str]:
     if not isinstance(diaries, Mapping):
-        raise RuleTypeError(
+        raise ArgumentTypeError(
             f"diaries must be a mapping of date to text, got {type(diaries).__name__}")
     for key, value in diaries.items():
         if not isinstance(key, date) or isinstance(key, datetime) or not isinstance(value, str):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"diaries must map datetime.date to str, got {type(key).__name__} -> "
                 f"{type(value).__name__}")
     return diaries
@@ -166,28 +167,28 @@ def admit(anchors: AnchorList, new: str | Anchor, *, today: date, cap: int = DEF
     ``new`` must be text a UTF-8 file can hold (no lone surrogates such as ``"\\ud800"``).
     """
     if not isinstance(anchors, AnchorList):
-        raise RuleTypeError(f"anchors must be an AnchorList, got {type(anchors).__name__}")
+        raise ArgumentTypeError(f"anchors must be an AnchorList, got {type(anchors).__name__}")
     today = _check_today(today)
     cap = _check_cap(cap)
     if diaries is not None:
         diaries = _check_diaries(diaries)
     text = new.text if isinstance(new, Anchor) else new
     if not isinstance(text, str):
-        raise RuleTypeError(f"new must be a str or an Anchor, got {type(new).__name__}")
+        raise ArgumentTypeError(f"new must be a str or an Anchor, got {type(new).__name__}")
     _check_encodable(text, "new")
     if "\n" in text.strip() or "\r" in text.strip():
-        raise RuleValueError("new must be one line: one anchor per list item")
+        raise ArgumentValueError("new must be one line: one anchor per list item")
     if "<!--" in text or "-->" in text:
-        raise RuleValueError("new must not contain an HTML comment")
+        raise ArgumentValueError("new must not contain an HTML comment")
     incoming = parse_anchor(text)
     if not incoming.title:
-        raise RuleValueError(f"new must have a title, got {text!r}")
+        raise ArgumentValueError(f"new must have a title, got {text!r}")
     key = incoming.probe
     for anchor in anchors.in_view:
         if anchor.probe == key:
             what = "title" if incoming.short_handle else "handle"
             name = incoming.title if incoming.short_handle else incoming.handle
-            raise RuleValueError(
+            raise ArgumentValueError(
                 f"new: an anchor with {what} {name!r} is already in view at line "
                 f"{anchor.lineno}; edit that line by hand")
     returned = any(a.probe == key for a in anchors.sunk)
@@ -205,7 +206,7 @@ def admit(anchors: AnchorList, new: str | Anchor, *, today: date, cap: int = DEF
     added = next((a for a in current.in_view if a.text == line), None)
     moved = [a.text for a in current.sunk]
     if added is None or any(w.anchor.text not in moved for w in sunk):
-        raise RuleValueError(
+        raise ArgumentValueError(
             "anchors: an unclosed HTML comment or code fence hides the end of the anchor file;"
             " close it, then add the anchor")
     return Admission(current, added, tuple(sunk), returned)
@@ -227,10 +228,10 @@ class Reinjection:
     def __init__(self, refresh_after_messages: int = 0) -> None:
         value = refresh_after_messages
         if isinstance(value, bool) or not isinstance(value, int):
-            raise RuleTypeError(
+            raise ArgumentTypeError(
                 f"refresh_after_messages must be an int, got {type(value).__name__}")
         if value < 0:
-            raise RuleValueError(f"refresh_after_messages must be >= 0 (0 = never), got {value}")
+            raise ArgumentValueError(f"refresh_after_messages must be >= 0 (0 = never), got {value}")
         self.refresh_after_messages = value
         self._injections = 0
         self._since = 0
@@ -239,9 +240,9 @@ class Reinjection:
         """Count one message appended to the session (``role`` as in a chat message: ``"user"``,
         ``"assistant"``, ``"tool"``, ``"system"``, …)."""
         if not isinstance(role, str):
-            raise RuleTypeError(f"role must be a str, got {type(role).__name__}")
+            raise ArgumentTypeError(f"role must be a str, got {type(role).__name__}")
         if not isinstance(own_notice, bool):
-            raise RuleTypeError(f"own_notice must be a bool, got {type(own_notice).__name__}")
+            raise ArgumentTypeError(f"own_notice must be a bool, got {type(own_notice).__name__}")
         if role in self.COUNTED_ROLES and not own_notice:
             self._since += 1
 

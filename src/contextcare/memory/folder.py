@@ -14,21 +14,22 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Literal
-from ..errors import RuleTypeError, RuleValueError
+
+from ..errors import ArgumentTypeError, ArgumentValueError
 from .anchors import (
+    _DIARY_NAME,
+    _TOKEN_WARN,
     ANCHOR_FILE,
-    Anchor,
-    AnchorFileChangedError,
-    AnchorList,
     DEFAULT_CAP,
     DIARY_DIR,
     EMOTIONS_FILE,
     LIST_TOKEN_BUDGET,
+    NOTES_FILE,
+    Anchor,
+    AnchorFileChangedError,
+    AnchorList,
     Lang,
     MemoryDecodeError,
-    NOTES_FILE,
-    _DIARY_NAME,
-    _TOKEN_WARN,
     _check_cap,
     _check_encodable,
     _check_lang,
@@ -42,14 +43,14 @@ from .anchors import (
 )
 
 __all__ = [
-    'Finding',
-    'MemoryFolder',
-    'TagUse',
-    'load',
-    'load_diaries',
-    'save',
-    'check',
-    'scaffold',
+    "Finding",
+    "MemoryFolder",
+    "TagUse",
+    "load",
+    "load_diaries",
+    "save",
+    "check",
+    "scaffold",
 ]
 
 
@@ -160,10 +161,10 @@ def load(directory: str | os.PathLike[str]) -> MemoryFolder:
     """Read a memory folder: the anchor file, the diary, the vocabulary and every ``#tag`` used in
     a list item of its top-level ``.md`` files."""
     if not isinstance(directory, (str, os.PathLike)):
-        raise RuleTypeError(f"directory must be a path, got {type(directory).__name__}")
+        raise ArgumentTypeError(f"directory must be a path, got {type(directory).__name__}")
     path = Path(directory)
     if not path.is_dir():
-        raise RuleValueError(f"directory {str(path)!r} is not a directory")
+        raise ArgumentValueError(f"directory {str(path)!r} is not a directory")
     files = {p.name: _read(p) for p in sorted(path.glob("*.md")) if p.is_file()}
     has_anchor_file = ANCHOR_FILE in files
     anchors = AnchorList.parse(files.get(ANCHOR_FILE, ""))
@@ -195,15 +196,15 @@ def save(directory: str | os.PathLike[str], anchors: AnchorList, *,
     anyway. A missing file is created (nothing can be lost).
     """
     if not isinstance(directory, (str, os.PathLike)):
-        raise RuleTypeError(f"directory must be a path, got {type(directory).__name__}")
+        raise ArgumentTypeError(f"directory must be a path, got {type(directory).__name__}")
     if not isinstance(anchors, AnchorList):
-        raise RuleTypeError(f"anchors must be an AnchorList, got {type(anchors).__name__}")
+        raise ArgumentTypeError(f"anchors must be an AnchorList, got {type(anchors).__name__}")
     if not isinstance(overwrite, bool):
-        raise RuleTypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
+        raise ArgumentTypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
     data = _check_encodable(anchors.render(), "anchors")
     folder = Path(directory)
     if not folder.is_dir():
-        raise RuleValueError(f"directory {str(folder)!r} is not a directory")
+        raise ArgumentValueError(f"directory {str(folder)!r} is not a directory")
     path = folder / ANCHOR_FILE
     target = Path(os.path.realpath(path))  # a symlink stays a link; its target is written
     if _unchanged_or_refuse(target, anchors, data, overwrite):
@@ -394,14 +395,14 @@ def scaffold(directory: str | os.PathLike[str]) -> list[Path]:
     Idempotent: what exists is left untouched. Returns the paths it created.
     """
     if not isinstance(directory, (str, os.PathLike)):
-        raise RuleTypeError(f"directory must be a path, got {type(directory).__name__}")
+        raise ArgumentTypeError(f"directory must be a path, got {type(directory).__name__}")
     root = Path(directory)
     created: list[Path] = []
     if not root.exists():
         root.mkdir(parents=True)
         created.append(root)
     elif not root.is_dir():
-        raise RuleValueError(f"directory {str(root)!r} exists and is not a directory")
+        raise ArgumentValueError(f"directory {str(root)!r} exists and is not a directory")
     for name, text in _SHELLS.items():
         path = root / name
         if not path.exists():

@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-from ..errors import RuleTypeError, RuleValueError
+from ..errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = ["TOPICS", "LANGS", "phrases_for", "load"]
 
@@ -30,10 +30,10 @@ LANGS = ("zh", "en")
 
 def _check(value: object, name: str, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str):
-        raise RuleTypeError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
     if value not in allowed:
         choices = ", ".join(repr(a) for a in allowed)
-        raise RuleValueError(f"{name} must be one of {choices}, got {value!r}")
+        raise ArgumentValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
 
 
@@ -41,7 +41,7 @@ def _check(value: object, name: str, allowed: tuple[str, ...]) -> str:
 def load(topic: str, lang: str) -> tuple[str, ...]:
     """The phrases of one list, in file order (comments and blank lines skipped).
 
-    Raises :class:`~contextcare.RuleValueError` for an unknown ``topic`` or ``lang``.
+    Raises :class:`~contextcare.ArgumentValueError` for an unknown ``topic`` or ``lang``.
     """
     _check(topic, "topic", TOPICS)
     _check(lang, "lang", LANGS)
