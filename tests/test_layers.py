@@ -1,9 +1,10 @@
 """The package's layers, read from the imports themselves (AST), as httpx tests its exported names.
 
-    engine         errors, detection, marker, vocab, rules, _engine, reference
+    engine         errors, _checks, detection, marker, vocab, rules, _engine, reference
     rules          presets, tomlrules
-    context        contextcare.context (grades, meters, planner, mindmap): errors and marker only
-    memory         contextcare.memory: errors only
+    context        contextcare.context (grades, meters, planner, mindmap): errors, _checks and
+                   marker only
+    memory         contextcare.memory: errors and _checks only
     actions / io   guard, notices, streams, chunks, traces, scanning, ray, testing, serve
     cli            cli, __main__, and the package root
 
@@ -24,7 +25,7 @@ import contextcare
 
 PACKAGE = Path(contextcare.__file__).resolve().parent
 
-ENGINE = {"errors", "detection", "marker", "vocab", "rules", "_engine", "reference"}
+ENGINE = {"errors", "_checks", "detection", "marker", "vocab", "rules", "_engine", "reference"}
 LAYERS: dict[str, str] = {
     **{m: "engine" for m in ENGINE},
     "presets": "rules", "tomlrules": "rules",
@@ -36,8 +37,8 @@ LAYERS: dict[str, str] = {
 ALLOWED: dict[str, set[str]] = {
     "engine": {"engine"},
     "rules": {"engine", "rules"},
-    "context": {"context", "errors", "marker"},
-    "memory": {"memory", "errors"},
+    "context": {"context", "errors", "_checks", "marker"},
+    "memory": {"memory", "errors", "_checks"},
     "actions": {"engine", "rules", "context", "memory", "actions"},
     "cli": {"engine", "rules", "context", "memory", "actions", "cli"},
 }

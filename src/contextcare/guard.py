@@ -47,9 +47,10 @@ from functools import lru_cache
 from typing import Any, Protocol, Union
 
 from . import reference
+from ._checks import check_int
 from ._engine import Recorder, Ruleset, Watcher
 from .detection import Detection
-from .errors import ArgumentTypeError, ArgumentValueError
+from .errors import ArgumentTypeError
 from .marker import OWN_NAME
 from .notices import Measurement, check_lang, message, topic_of
 from .rules import Rule
@@ -230,12 +231,7 @@ class Guard:
         if not isinstance(auto_continue, bool):
             raise ArgumentTypeError(
                 f"auto_continue must be a bool, got {type(auto_continue).__name__}")
-        if isinstance(max_consecutive_aborts, bool) or not isinstance(max_consecutive_aborts, int):
-            raise ArgumentTypeError("max_consecutive_aborts must be an int, got"
-                                f" {type(max_consecutive_aborts).__name__}")
-        if max_consecutive_aborts < 1:
-            raise ArgumentValueError(
-                f"max_consecutive_aborts must be >= 1, got {max_consecutive_aborts}")
+        check_int("max_consecutive_aborts", max_consecutive_aborts, lo=1)
         if name is not None and not isinstance(name, str):
             raise ArgumentTypeError(f"name must be a str or None, got {type(name).__name__}")
         self._ruleset = _resolve_rules(rules)

@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
+from ._checks import check_lang
 from .detection import Detection
 from .errors import ArgumentTypeError, ArgumentValueError
 from .marker import OWN_NAME
@@ -104,17 +105,6 @@ def _finite(value: object) -> float | None:
 
 def _grade(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def check_lang(lang: object, name: str = "lang") -> Lang:
-    """``lang`` if it is ``"en"`` or ``"zh"``; else a TypeError/ValueError naming ``name``."""
-    if not isinstance(lang, str):
-        raise ArgumentTypeError(f"{name} must be a str, got {type(lang).__name__}")
-    if lang == "en":
-        return "en"
-    if lang == "zh":
-        return "zh"
-    raise ArgumentValueError(f"{name} must be 'en' or 'zh', got {lang!r}")
 
 
 def _percent(ratio: float) -> str:

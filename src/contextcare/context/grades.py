@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._checks import check_lang as _check_lang
+from .._checks import check_open_ratio as _open_ratio
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..marker import own_message
 
@@ -103,14 +105,6 @@ def _number(name: str, value: object) -> float:
         raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     if math.isnan(value) or value < 0:
         raise ArgumentValueError(f"{name} must be a number >= 0, got {value}")
-    return float(value)
-
-
-def _open_ratio(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not 0 < value < 1:
-        raise ArgumentValueError(f"{name} must be strictly between 0 and 1, got {value}")
     return float(value)
 
 
@@ -240,12 +234,6 @@ def _rest_words(lang: str, rest_tool: str | None) -> dict[str, str]:
     if rest_tool:
         return {"rest": f"calling {rest_tool}", "rest_now": f"call {rest_tool}"}
     return {"rest": "compacting the older history", "rest_now": "compact the older history"}
-
-
-def _check_lang(lang: object) -> str:
-    if lang not in _TEXT:
-        raise ArgumentValueError(f"lang must be 'en' or 'zh', got {lang!r}")
-    return str(lang)
 
 
 def status_text(

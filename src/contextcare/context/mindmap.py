@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+from .._checks import check_lang
 from ..errors import ArgumentTypeError, ArgumentValueError, ContextCareError
 from ..marker import own_message
 from .meters import Message, Meter, message_text, resolve_meter
@@ -464,8 +465,7 @@ class Survey:
     def render(self, *, lang: Lang = "en", guide: bool = True) -> str:
         """The text the model reads: header, per-turn node lines, and (if a clear is possible
         and ``guide``) the clearing guide in ``lang``."""
-        if lang not in _GUIDE:
-            raise ArgumentValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+        lang = check_lang(lang)
         lines = [
             _HEADER["map"].format(n=_count(len(self.nodes)),
                                   tokens=format_tokens(self.surface_tokens),
@@ -899,8 +899,7 @@ class ReminderPolicy:
                 raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
             if value < 1:
                 raise ArgumentValueError(f"{name} must be a positive integer, got {value}")
-        if lang not in _REMINDER:
-            raise ArgumentValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+        lang = check_lang(lang)
         self.ratio = float(ratio)
         self.tokens = tokens
         self.steps = steps

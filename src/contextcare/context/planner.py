@@ -36,6 +36,7 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any, Union
 
+from .._checks import check_open_ratio as _open_ratio
 from ..errors import ArgumentTypeError, ArgumentValueError, ContextCareError
 from ..marker import OWN_NAME, is_own_message
 from .meters import Message, Meter, message_text, resolve_meter
@@ -303,14 +304,6 @@ def _positive_int(name: str, value: object) -> int:
     if value <= 0:
         raise ArgumentValueError(f"{name} must be a positive integer, got {value}")
     return value
-
-
-def _open_ratio(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not 0 < value < 1:
-        raise ArgumentValueError(f"{name} must be strictly between 0 and 1, got {value}")
-    return float(value)
 
 
 @dataclass(frozen=True, slots=True)

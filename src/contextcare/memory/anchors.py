@@ -124,14 +124,6 @@ def _check_cap(cap: object) -> int:
     return cap
 
 
-def _check_lang(lang: object) -> Lang:
-    if lang == "zh":
-        return "zh"
-    if lang == "en":
-        return "en"
-    raise ArgumentValueError(f"lang must be 'zh' or 'en', got {lang!r}")
-
-
 def _check_encodable(text: str, name: str) -> bytes:
     """``text`` as UTF-8; a lone surrogate (which no UTF-8 file can hold) is a ``ArgumentValueError``
     naming the argument, the line and the character."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
+from .._checks import check_lang as _check_lang
 from .anchors import (
     DEFAULT_CAP,
     AnchorList,
     Lang,
     _check_cap,
-    _check_lang,
     _check_today,
     _shown,
 )

@@ -15,6 +15,7 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
+from .._checks import check_lang as _check_lang
 from ..errors import ArgumentTypeError, ArgumentValueError
 from .anchors import (
     _DIARY_NAME,
@@ -32,7 +33,6 @@ from .anchors import (
     MemoryDecodeError,
     _check_cap,
     _check_encodable,
-    _check_lang,
     _estimate_tokens,
     _norm,
     _parse,
