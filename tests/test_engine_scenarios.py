@@ -1,4 +1,5 @@
-"""The original engine's 20 stream scenarios (reference/context-care-spec.md §7.1), on this API.
+"""The original engine's 20 stream scenarios (its specification, §7.1: not in this repository,
+see docs/history.md), on this API.
 
 Many of the originals inspect internal state (carry lengths, window arrays, the chunk list); here
 each is restated as observable behaviour: detections, their offsets and evidence, ``tail()`` and

@@ -1,5 +1,5 @@
-"""The loop family of issue 4 and the loop-pattern scenarios of reference/context-care-spec.md
-§7.2, run through ``Ruleset(default_rules(), **DEFAULT_OPTIONS)``.
+"""The loop family of issue 4 and the loop-pattern scenarios of the original engine's
+specification (§7.2; not in this repository, see docs/history.md), run through ``Ruleset(default_rules(), **DEFAULT_OPTIONS)``.
 
 Every sample is built in code from realistic prose and streamed in seeded 1-4 character deltas;
 the test checks the verdict: which action (abort / remind / nothing) and which rule gave it.
@@ -165,7 +165,7 @@ ISSUE_4 = [
         fires=("context-anxiety",), abort=False),
 ]
 
-# reference/context-care-spec.md §7.2, scenarios about the windowed line patterns (7.2-9 to
+# the original specification's §7.2, scenarios about the windowed line patterns (7.2-9 to
 # 7.2-12 are about the reminder and cleaner policy, not about detection).
 SPEC_7_2 = [
     row("7.2-1-two-prose-lines-then-repeat",

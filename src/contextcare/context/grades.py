@@ -67,9 +67,9 @@ def round_half_up(value: float) -> float:
     """Round to one decimal, ties upward: ``floor(value · 10 + 0.5) / 10``.
 
     Python's ``round(29.95, 1)`` gives 29.9 (the binary value is just below the tie and ``round``
-    honours that); the original plugins used JavaScript's ``Math.round(v · 10) / 10``, which gives
-    30.0 because ``29.95 · 10`` is exactly 299.5 in binary. Grades follow the rounded value, so the
-    difference moves a figure across a grade boundary; this function reproduces the original.
+    honours that); JavaScript's ``Math.round(v · 10) / 10`` gives 30.0 because ``29.95 · 10`` is
+    exactly 299.5 in binary. Grades follow the rounded value, so the difference moves a figure
+    across a grade boundary; this function rounds as ``Math.round`` does.
     """
     return math.floor(value * 10 + 0.5) / 10
 

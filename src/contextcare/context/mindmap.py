@@ -8,7 +8,7 @@ a :class:`ClearPlan` (apply it with :meth:`ClearPlan.apply`) or raises :class:`C
 message that tells the model what to do instead. :class:`ReminderPolicy` decides when to suggest a
 clear before the model asks.
 
-How the original's host concepts map onto a plain message list (see also :mod:`.planner`):
+How a host's concepts map onto a plain message list (see also :mod:`.planner`):
 
 * seq ids → message ids (the ``id`` key, else the index). Index ids are positions in the list
   the survey was made from; give messages ``id`` keys to clear several segments from one survey
@@ -19,11 +19,11 @@ How the original's host concepts map onto a plain message list (see also :mod:`.
 * the system-prompt head → the leading ``system`` / ``developer`` messages, kind ``system``,
   never a valid boundary; ``first`` means the first message after it.
 * request pressure → ``pressure_tokens`` if the host knows it (prompt, tools, …), else the sum.
-* tool-result previews show ``name: first line`` (the original's main line); OpenAI results
+* tool-result previews show ``name: first line``; OpenAI results
   carry no error flag, so the ``!`` form does not occur. Path shortening against a working
   directory is host-specific and not done.
-* The open-turn and compaction-lock checks of the original commit belong to its session log and
-  have no equivalent here; :meth:`ClearPlan.apply` instead re-checks, by identity, that the plan
+* there are no open-turn or compaction-lock checks (they need a host's session log);
+  :meth:`ClearPlan.apply` instead re-checks, by identity, that the plan
   still describes the list (``docs/planner.md``).
 * ★ marks the latest real user message (the task in hand); the header names it.
 
@@ -758,7 +758,7 @@ def survey(
     is_own_notice: Predicate | None = None,
     pressure_tokens: int | None = None,
 ) -> Survey:
-    """Map ``messages`` for the model (see the module docstring for the mapping to the original).
+    """Map ``messages`` for the model (see the module docstring for how a host's concepts map).
 
     ``meter`` prices each message (default: the heuristic meter); ``turns`` gives each message's
     turn number (or ``None``), else turns are derived from user messages; ``is_checkpoint`` /

@@ -4,13 +4,13 @@ Works on OpenAI-format chat messages (``{"role": ..., "content": ..., "tool_call
 ``{"role": "tool", "tool_call_id": ..., ...}``). A message's *id* is its ``id`` key when it has one
 (a host that keeps stable ids across compactions should set them), else its index in the list.
 
-How the original's host concepts map onto a plain message list:
+How a host's concepts map onto a plain message list:
 
 * *system head* — the leading run of ``system`` / ``developer`` messages. It is never part of a
-  range (the original protected one system node at position 0).
+  range.
 * *tool pairing* — an assistant message's ``tool_calls[*].id`` opens calls, a ``tool`` message's
   ``tool_call_id`` closes one. A cut is balanced when no call is open across it. Calls are matched
-  by id, not counted (the original counted, so a result for the wrong call balanced the books). A
+  by id, not counted. A
   tool result whose id has no open call is an error (:class:`ConversationError`) naming it. The
   legacy ``function`` role has no ids to match and is treated as an ordinary message.
 * *checkpoints* and *our own notices* — the host's event sources do not exist here, so every
@@ -407,7 +407,7 @@ def _fresh(messages: Sequence[Message], tokens: Sequence[int], lo: int, hi: int,
 
 
 def _retain_target(capacity: int, retain_ratio: float) -> int:
-    """``floor(capacity · retain_ratio)``, in floating point like the original, exactly when the
+    """``floor(capacity · retain_ratio)``, in floating point, exactly when the
     product does not fit a float (a capacity of 10**400 is absurd, not an error)."""
     try:
         return math.floor(capacity * retain_ratio)
@@ -451,7 +451,7 @@ def plan_rest(
        before it) or the part between it and the kept tail (from the first balanced cut after
        it), whichever frees more of those holding the fresh minimum (the earlier one on a tie);
        if neither does, a :class:`Refusal` with code ``latest-user`` says so.
-       ``keep_latest_user=False`` is the original's behaviour.
+       ``keep_latest_user=False`` leaves the latest user message to the span like any other.
 
     The conversation is checked with :func:`check_conversation`. A tool call that was never
     answered blocks every cut after it; a refusal it causes names the call and how to repair the
