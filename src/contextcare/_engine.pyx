@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, auto_pickle=False
 """The native engine: a thin layer over the C core in csrc/.
 
 It validates and translates rule objects once (``Ruleset``), then hands str data straight to C
@@ -729,6 +729,9 @@ cdef class Recorder:
         """All text fed on ``channel`` ("text" or "reasoning")."""
         cdef int ch = _feed_channel(channel)
         return PyUnicode_FromKindAndData(4, self._kept[ch], self._kept_len[ch])
+
+    def __reduce__(self):
+        raise TypeError("a Recorder cannot be pickled; it belongs to one reply")
 
 
 cdef class _Floor:
