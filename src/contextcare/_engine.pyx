@@ -126,7 +126,7 @@ cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
     return 0
 
 
-cdef object _compile_error(const cc_compile_error *err):
+cdef object _compile_error(cc_compile_error *err):
     """The exception for a failed cc_ruleset_new, chosen by status; it carries the status
     (``status``), the index of the failing rule or phrase (``rule_index``, ``phrase_index``,
     ``None`` when none) and the field (``field``)."""
