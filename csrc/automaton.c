@@ -313,24 +313,14 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
             for (uint32_t cp = 'A'; cp <= 'Z'; cp++)
                 a->page_cls[a->pages[0] + cp] = a->page_cls[a->pages[0] + cp + 32];
     }
-    free(text);
-    free(starts);
-    free(cps);
-    free(cls);
-
-    for (uint32_t u = 0; u < N; u++) free(outs[u].items);
-    free(outs);
-    free(fail);
-    free(queue);
-    free(newid);
-    free(b.rows);
-    free(b.term_head);
-    free(b.terms);
-    return a;
+    goto done;
 
 oom:
     fail_with(err, errlen, status, CC_ERR_NOMEM, "out of memory building the phrase automaton");
 fail:
+    cc_automaton_free(a);
+    a = NULL;
+done: /* the build's scratch, on success and failure alike */
     free(text);
     free(starts);
     free(cps);
@@ -345,8 +335,7 @@ fail:
     free(b.rows);
     free(b.term_head);
     free(b.terms);
-    cc_automaton_free(a);
-    return NULL;
+    return a;
 }
 
 void cc_automaton_free(cc_automaton *a) {
