@@ -1,0 +1,666 @@
+"""Detection quality: does a detector stop the loops models really produce, early, and never cut
+a legitimate answer?
+
+Run it (a minute or two; nothing to install beyond the package)::
+
+    python benchmarks/quality.py                 # the tables, as Markdown
+    python benchmarks/quality.py --engine reference --classes block-30,collapse
+
+Three kinds of input, each fed to every detector as the same sequence of deltas:
+
+* **synthetic loops** (:data:`LOOP_SHAPES`): a few sentences of distinct prose, then a loop of one
+  shape until about 12 000 characters (or the copies of a long block run out); several seeded
+  instances per shape. The loop starts at the first character of its first copy.
+* **synthetic legitimate output** (:data:`LEGIT_SHAPES`): structured text that repeats its form
+  but is not a loop — counting, tables with border lines, CSV, JSON arrays of distinct objects,
+  a class with 40 similar accessors, a poem with a refrain, long lists, prose, Chinese prose.
+* **real streams** (``tests/data/smollm2-streams.jsonl.gz``, gzip-compressed trace events): replies of SmolLM2-135M-Instruct,
+  streamed one token per delta and labelled by reading (see ``tools/label_streams.py``).
+
+Synthetic text is split into tokens by a documented rule (:func:`tokens`: a run of letters or
+digits, a run of whitespace, or a run of one repeated other character), and each token is one delta; token ids
+for the token-level peer are the token strings interned in order of first appearance. On the real
+streams each delta is one model token and the ids are the model's.
+
+Detectors:
+
+* ``contextcare``: the default rules (:func:`contextcare.presets.default_rules` with
+  ``DEFAULT_OPTIONS``) on the native engine (``--engine reference`` for the Python one). A *stop*
+  is its first ``abort``; a *notice* its first detection of any action.
+* ``vllm-16..1024x4`` and ``vllm-1..20x3``: vLLM's repetition check over token ids (the tail of
+  the ids is one pattern of p ids, ``min <= p <= max``, repeated ``count`` times back to back),
+  run after every token, with llama.cpp's proposed profile and vLLM's structured-output profile.
+* ``gemini-like``: Gemini CLI's content "chanting" check as described in its source: 50-character
+  windows sliding one character at a time over the content since the last reset; a loop is the
+  same window 10 times with a mean distance of at most 250 characters between the last 10
+  occurrences and at most 5 distinct texts between them; tracking resets on a line that is a code
+  fence, table row, list item, heading, block quote or divider, and nothing inside a fence counts.
+* ``original``: the port of the original engine (``benchmarks/original_port.py``), production
+  triggers (line-repeat 30/80, 35 %, run 12).
+
+Reported per shape class: instances, recall (share of loops stopped at or after their start),
+false stops (stops on legitimate text, or before a loop's start), and latency (median and worst
+characters between the loop's start and the stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+REAL_STREAMS = os.path.join(ROOT, "tests", "data", "smollm2-streams.jsonl.gz")
+LOOP_CHARS = 12_000
+
+_TOKEN = re.compile(r"[^\W_]+|\s+|([^\w\s]|_)\1*", re.S)
+
+
+def tokens(text: str) -> list[str]:
+    """The simple tokenisation of synthetic text: a run of letters/digits (``[^\\W_]+``), a run of
+    whitespace, or a run of one repeated other character (``----`` is one token)."""
+    return [m.group() for m in _TOKEN.finditer(text)]
+
+
+@dataclass
+class Case:
+    """One stream: its deltas, token ids per delta, and its label."""
+
+    name: str
+    cls: str
+    legit: bool
+    deltas: list[str]
+    ids: list[list[int]]
+    loop_start: int | None = None      # character offset of the loop's first copy
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.deltas)
+
+
+def synthetic_case(name: str, cls: str, text: str, loop_start: int | None) -> Case:
+    toks = tokens(text)
+    assert "".join(toks) == text
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(t, len(vocab))] for t in toks]
+    return Case(name, cls, loop_start is None, toks, ids, loop_start)
+
+
+# --------------------------------------------------------------------------- text material
+
+WORDS = ("time river stone light window garden paper engine signal market winter number "
+         "window shadow letter circle bridge harbor forest metal silver planet motion voice "
+         "season city lamp table field answer system method value record branch coast cloud "
+         "mirror thread ocean valley castle picture pencil candle rocket meadow island").split()
+NAMES = ("Alice Bruno Chen Dana Emil Farah Gita Hugo Ines Jonas Kemal Lena Marco Nadia Omar "
+         "Pia Quentin Rosa Samir Tara Umar Vera Wen Ximena Yusuf Zoe Anton Bea Cyril Dora "
+         "Elif Finn Greta Hiro Ivo Jana Karl Lotte Mila Nils Olga Pavel Rami Sven Tove Ugo "
+         "Vida Wim Xia Yara Zeno").split()
+FIELDS = ("name email age city country phone street zip status role title score level "
+          "created updated owner group color size weight height width depth price stock "
+          "rating comment author editor version label note tag kind source target start end "
+          "limit offset").split()
+ZH = ("春天来了，万物复苏。河边的柳树发出了新芽，田野里开满了油菜花。孩子们在草地上放风筝，老人们在树下"
+      "下棋。远处的山上还有一点残雪，太阳照在上面闪闪发光。农民们开始忙着播种，希望今年有个好收成。城市"
+      "里的人们也走出家门，到公园里散步、拍照。")
+
+
+def sentence(rng: random.Random, n: int | None = None) -> str:
+    n = n or rng.randint(6, 14)
+    words = [rng.choice(WORDS) for _ in range(n)]
+    return words[0].capitalize() + " " + " ".join(words[1:]) + "."
+
+
+def prose(rng: random.Random, chars: int) -> str:
+    out = []
+    size = 0
+    while size < chars:
+        para = " ".join(sentence(rng) for _ in range(rng.randint(2, 5)))
+        out.append(para)
+        size += len(para) + 2
+    return "\n\n".join(out) + "\n\n"
+
+
+def code_block(rng: random.Random, lines: int) -> str:
+    """A block of plausible Python of exactly ``lines`` lines."""
+    out = []
+    while len(out) < lines:
+        f = rng.choice(FIELDS)
+        g = rng.choice(WORDS)
+        kind = rng.randrange(4)
+        if kind == 0:
+            out += [f"    def check_{f}_{g}(self, value):", f"        if value is None:",
+                    f"            raise ValueError('{f} is required')",
+                    f"        self._{f} = value", ""]
+        elif kind == 1:
+            out += [f"    # update the {g} {f} before saving", f"    result = self.{g}.{f}()",
+                    f"    if result > {rng.randint(1, 99)}:", f"        return result"]
+        elif kind == 2:
+            out += [f"    for item in self.{g}s:", f"        total += item.{f}",
+                    f"    log.info('{g} total %s', total)"]
+        else:
+            out += [f"    {f} = {g}_table.get('{f}', {rng.randint(0, 9)})"]
+    return "\n".join(out[:lines]) + "\n"
+
+
+def prose_block(rng: random.Random, lines: int) -> str:
+    return "\n".join(sentence(rng) for _ in range(lines)) + "\n"
+
+
+# --------------------------------------------------------------------------- loop shapes
+# Each returns (text, loop_start).
+
+def _loop(prefix: str, unit_fn: Callable[[int], str], limit: int = LOOP_CHARS,
+          copies: int | None = None, suffix: str = "") -> tuple[str, int]:
+    out = [prefix]
+    size = len(prefix)
+    k = 0
+    while (copies is None and size < limit) or (copies is not None and k < copies):
+        u = unit_fn(k)
+        out.append(u)
+        size += len(u)
+        k += 1
+    return "".join(out) + suffix, len(prefix)
+
+
+def shape_block(lines: int) -> Callable[[random.Random], tuple[str, int]]:
+    def make(rng: random.Random) -> tuple[str, int]:
+        block = code_block(rng, lines) if rng.random() < 0.6 else prose_block(rng, lines)
+        fence = rng.random() < 0.5
+        prefix = prose(rng, 300) + ("```python\n" if fence else "")
+        copies = rng.randint(4, 30) if lines < 90 else rng.randint(4, 8)
+        return _loop(prefix, lambda k: block, limit=10**9, copies=copies)
+    return make
+
+
+def shape_paragraph(rng: random.Random) -> tuple[str, int]:
+    para = " ".join(sentence(rng, rng.randint(10, 18)) for _ in range(3))
+    sep = rng.choice([" ", "\n\n", "\n"])
+    return _loop(prose(rng, 300), lambda k: para + sep, limit=10**9, copies=12)
+
+
+def shape_near_lines(rng: random.Random) -> tuple[str, int]:
+    name = rng.choice(NAMES)
+    templates = [
+        lambda k: f"Step {k + 14}: let me check the caller again.\n",
+        lambda k: f"Retrying the build with the same flags (attempt {k + 2}).\n",
+        lambda k: f"Wait, x = {40 + k} so the caller is wrong. Let me re-check.\n",
+        lambda k: f"{k + 12}. {name}\n",
+        lambda k: f"- Item {k + 3}: {name} {rng.choice(['has', 'had'])} the value {k * 7}\n",
+        lambda k: f"Checking file {k + 1} of 100 ... still the same error\n",
+    ]
+    t = rng.choice(templates)
+    return _loop(prose(rng, 300), t)
+
+
+def shape_near_block(rng: random.Random) -> tuple[str, int]:
+    kind = rng.randrange(3)
+    if kind == 0:
+        unit = lambda k: (f"class MyClass{k + 2}:\n    def __init__(self):\n        self.value = {k + 2}\n\n"
+                          f"    def get_value(self):\n        return self.value\n\n")
+        prefix = prose(rng, 200) + "```python\n"
+    elif kind == 1:
+        name = rng.choice(NAMES)
+        unit = lambda k: (f'  {{\n    "id": {k + 145},\n    "name": "{name}",\n'
+                          f'    "email": "{name.lower()}@example.com",\n    "age": {30 + k % 7}\n  }},\n')
+        prefix = prose(rng, 200) + "```json\n[\n"
+    else:
+        unit = lambda k: (f"def test_case_{k + 1}():\n    calc = Calculator()\n"
+                          f"    assert calc.add({k}, {k + 1}) == {2 * k + 1}\n\n")
+        prefix = prose(rng, 200) + "```python\n"
+    return _loop(prefix, unit)
+
+
+def shape_collapse(rng: random.Random) -> tuple[str, int]:
+    vocab = rng.sample(["items", "its", "itemsThe", "the", "item", "it", "The", "items,", "is",
+                        "and", "of", "its,", "Items", "a"], rng.randint(4, 8))
+    prefix = prose(rng, 400)
+    out = []
+    size = 0
+    while size < LOOP_CHARS - len(prefix):
+        w = rng.choice(vocab)
+        out.append(w)
+        size += len(w) + 1
+    return prefix + " ".join(out), len(prefix)
+
+
+def shape_fence_loop(rng: random.Random) -> tuple[str, int]:
+    kind = rng.randrange(4)
+    if kind == 0:
+        prefix = prose(rng, 200) + "```css\n.btn {\n  color: red;\n}\n"
+        return _loop(prefix, lambda k: "  background-color: #f2f2f2;\n")
+    if kind == 1:
+        prefix = prose(rng, 200) + "```yaml\njobs:\n  build:\n"
+        return _loop(prefix, lambda k: "    # Run the tests on every push to the main branch\n")
+    if kind == 2:
+        prefix = prose(rng, 200) + "```python\nx = "
+        return _loop(prefix, lambda k: "1", limit=prefix.__len__() + 970)
+    prefix = prose(rng, 200) + "```html\n<table>\n"
+    return _loop(prefix, lambda k: "  <tr><td>Product</td><td>Price</td></tr>\n")
+
+
+def shape_chinese(rng: random.Random) -> tuple[str, int]:
+    kind = rng.randrange(3)
+    start = rng.randrange(0, 40)
+    if kind == 0:
+        line = ZH[start:start + rng.randint(12, 30)] + "\n"
+        return _loop(ZH + "\n", lambda k: line)
+    if kind == 1:
+        para = ZH[start:]       # ~110 characters, no newline
+        return _loop(ZH[:40] + "\n", lambda k: para)
+    return _loop(ZH + "\n", lambda k: f"第{k + 1}步：我需要再检查一下这个函数的调用者。\n")
+
+
+LOOP_SHAPES: dict[str, Callable[[random.Random], tuple[str, int]]] = {
+    "block-12": shape_block(12),
+    "block-30": shape_block(30),
+    "block-90": shape_block(90),
+    "paragraph": shape_paragraph,
+    "near-lines": shape_near_lines,
+    "near-block": shape_near_block,
+    "collapse": shape_collapse,
+    "fence-loop": shape_fence_loop,
+    "chinese": shape_chinese,
+}
+
+
+# --------------------------------------------------------------------------- legitimate output
+
+def legit_counting(rng: random.Random) -> str:
+    n = rng.choice([100, 300, 500])
+    sep = rng.choice(["\n", ", ", " "])
+    return "Here you go:\n\n" + sep.join(str(i) for i in range(1, n + 1)) + "\n"
+
+
+def legit_md_table(rng: random.Random) -> str:
+    rows = ["| # | Name | City | Score |", "|---|------|------|-------|"]
+    for i in range(1, 41):
+        rows.append(f"| {i} | {rng.choice(NAMES)} | {rng.choice(WORDS).capitalize()} | "
+                    f"{rng.randint(10, 99)}.{rng.randint(0, 9)} |")
+    return "The results:\n\n" + "\n".join(rows) + "\n"
+
+
+def legit_ascii_table(rng: random.Random) -> str:
+    border = "+------+------------+--------+"
+    rows = [border, "| row  | value      | delta  |", border]
+    for i in range(1, 61):
+        rows.append(f"| {i:<4} | {rng.uniform(0, 1000):<10.2f} | {rng.randint(-99, 99):<6} |")
+        rows.append(border)
+    return "\n".join(rows) + "\n"
+
+
+def legit_csv(rng: random.Random) -> str:
+    rows = ["id,name,age,score"]
+    for i in range(1, 151):
+        rows.append(f"{i},{rng.choice(NAMES)},{rng.randint(18, 80)},{rng.uniform(0, 100):.1f}")
+    if rng.random() < 0.5:
+        rows = [",".join(str(rng.randint(0, 999)) for _ in range(6)) for _ in range(150)]
+    return "```csv\n" + "\n".join(rows) + "\n```\n"
+
+
+def legit_json(rng: random.Random) -> str:
+    items = []
+    names = rng.sample(NAMES, 40)
+    for i, name in enumerate(names, 1):
+        items.append(f'  {{\n    "id": {i},\n    "name": "{name}",\n    "email": '
+                     f'"{name.lower()}@example.com",\n    "city": "{rng.choice(WORDS)}"\n  }}')
+    return "```json\n[\n" + ",\n".join(items) + "\n]\n```\n"
+
+
+def legit_accessors(rng: random.Random) -> str:
+    fields = rng.sample(FIELDS, 40)
+    out = ["```python", "class Record:", "    def __init__(self):"]
+    out += [f"        self._{f} = None" for f in fields]
+    for f in fields:
+        out += ["", "    @property", f"    def {f}(self):", f"        return self._{f}", "",
+                f"    @{f}.setter", f"    def {f}(self, value):", f"        self._{f} = value"]
+    return "\n".join(out) + "\n```\n"
+
+
+def legit_poem(rng: random.Random) -> str:
+    refrain = "And the river keeps on singing, singing home."
+    out = []
+    for _ in range(12):
+        out += [sentence(rng, rng.randint(5, 8)) for _ in range(3)]
+        out += [refrain, ""]
+    return "\n".join(out)
+
+
+def legit_list(rng: random.Random) -> str:
+    items = rng.sample([f"{a} {b}" for a in WORDS for b in FIELDS], 100)
+    style = rng.randrange(3)
+    if style == 0:
+        return "\n".join(f"{i}. {it.capitalize()}" for i, it in enumerate(items, 1)) + "\n"
+    if style == 1:
+        return "\n".join(f"- {it}" for it in items) + "\n"
+    return "\n".join(f"{i}. {rng.choice(NAMES)}" for i in range(1, 101)) + "\n"
+
+
+def legit_prose(rng: random.Random) -> str:
+    return prose(rng, 6000)
+
+
+def legit_times_table(rng: random.Random) -> str:
+    n = rng.randint(3, 12)
+    return "\n".join(f"{n} x {i} = {n * i}" for i in range(1, 101)) + "\n"
+
+
+def legit_chinese(rng: random.Random) -> str:
+    out = []
+    for _ in range(30):
+        s = rng.randrange(0, len(ZH) - 40)
+        out.append(ZH[s:s + rng.randint(20, 40)])
+    return "\n".join(out) + "\n"
+
+
+def legit_steps(rng: random.Random) -> str:
+    return "\n".join(f"Step {i}: {sentence(rng)}" for i in range(1, 41)) + "\n"
+
+
+LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
+    "counting": legit_counting,
+    "md-table": legit_md_table,
+    "ascii-table": legit_ascii_table,
+    "csv": legit_csv,
+    "json-array": legit_json,
+    "accessors": legit_accessors,
+    "poem-refrain": legit_poem,
+    "long-list": legit_list,
+    "prose": legit_prose,
+    "times-table": legit_times_table,
+    "chinese-prose": legit_chinese,
+    "numbered-steps": legit_steps,
+}
+
+
+def synthetic_cases(instances: int = 6, seed: int = 14) -> list[Case]:
+    out = []
+    for cls, make in LOOP_SHAPES.items():
+        for i in range(instances):
+            text, start = make(random.Random(f"{seed}-{cls}-{i}"))
+            out.append(synthetic_case(f"{cls}#{i}", cls, text, start))
+    for cls, make_legit in LEGIT_SHAPES.items():
+        for i in range(instances):
+            text = make_legit(random.Random(f"{seed}-{cls}-{i}"))
+            out.append(synthetic_case(f"{cls}#{i}", "legit:" + cls, text, None))
+    return out
+
+
+def real_cases(path: str = REAL_STREAMS) -> list[Case]:
+    if not os.path.exists(path):
+        return []
+    import gzip
+
+    by: dict[str, Case] = {}
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            e = json.loads(line)
+            if e["type"] == "start":
+                loop = e.get("label") == "loop"
+                by[e["stream"]] = Case(e["stream"], "real:" + ("loop" if loop else "no loop"),
+                                       not loop, [], [], e.get("loop_start"),
+                                       {"shape": e.get("shape", "")})
+            elif e["type"] == "text-delta":
+                c = by[e["stream"]]
+                c.deltas.append(e["text"])
+                c.ids.append(list(e.get("tokens", [])))
+    return list(by.values())
+
+
+# --------------------------------------------------------------------------- detectors
+# Each returns the character offset of its stop (None: no stop), and of its first notice.
+
+@dataclass
+class Outcome:
+    stop: int | None
+    notice: int | None
+    rule: str = ""
+
+
+def run_contextcare(case: Case, engine: str = "native", rules: Any = None) -> Outcome:
+    from contextcare.presets import DEFAULT_OPTIONS, default_rules
+
+    if engine == "native":
+        from contextcare._engine import Ruleset
+    else:
+        from contextcare.reference import Ruleset  # type: ignore[assignment]
+    rs = Ruleset(rules if rules is not None else default_rules(), **DEFAULT_OPTIONS)
+    w = rs.watcher()
+    stop = notice = None
+    rule = ""
+    dets = []
+    for d in case.deltas:
+        dets.extend(w.feed(d))
+    dets.extend(w.finish())
+    for det in dets:
+        if notice is None:
+            notice = det.offset
+        if det.action == "abort" and stop is None:
+            stop = det.offset
+            rule = det.rule
+    return Outcome(stop, notice, rule)
+
+
+def vllm_check(min_p: int, max_p: int, count: int) -> Callable[[Case], Outcome]:
+    """vLLM's repetition stop over token ids, checked after every token."""
+    def run(case: Case) -> Outcome:
+        ids: list[int] = []
+        last: dict[int, list[int]] = {}
+        pos = 0
+        for delta, toks in zip(case.deltas, case.ids):
+            hit = False
+            for t in toks:
+                ids.append(t)
+                n = len(ids)
+                occ = last.setdefault(t, [])
+                # candidate periods: earlier positions of the same id within max_p
+                for j in reversed(occ):
+                    p = n - 1 - j
+                    if p > max_p:
+                        break
+                    if p < min_p or p * count > n:
+                        continue
+                    span = p * (count - 1)
+                    if all(ids[n - 1 - i] == ids[n - 1 - i - p] for i in range(span)):
+                        hit = True
+                        break
+                occ.append(n - 1)
+                if len(occ) > 64:
+                    del occ[:32]
+                if hit:
+                    break
+            pos += len(delta)
+            if hit:
+                return Outcome(pos, pos, f"vllm {min_p}..{max_p}x{count}")
+        return Outcome(None, None)
+    return run
+
+
+_GEM_RESET = re.compile(r"^\s*(```|~~~|\||[-*+] |\d+[.)] |#{1,6} |>)|^\s*[-+_=*\u2500-\u257F]+\s*$")
+
+
+def gemini_like(case: Case) -> Outcome:
+    """Gemini CLI's content-chanting check (see the module docstring)."""
+    chunk, threshold, max_gap = 50, 10, 250
+    text = ""
+    seen: dict[str, list[int]] = {}
+    in_fence = False
+    line = ""
+    pos = 0
+    for delta in case.deltas:
+        for c in delta:
+            pos += 1
+            if c == "\n":
+                if line.strip().startswith(("```", "~~~")):
+                    in_fence = not in_fence
+                if _GEM_RESET.match(line):
+                    text, seen = "", {}
+                line = ""
+            else:
+                line += c
+            if in_fence:
+                continue
+            text += c
+            if len(text) < chunk:
+                continue
+            key = text[-chunk:]
+            occ = seen.setdefault(key, [])
+            occ.append(len(text))
+            if len(occ) >= threshold:
+                last = occ[-threshold:]
+                mean_gap = (last[-1] - last[0]) / (threshold - 1)
+                periods = {text[a - chunk:b - chunk] for a, b in zip(last, last[1:])}
+                if mean_gap <= max_gap and len(periods) <= threshold // 2:
+                    return Outcome(pos, pos, "gemini")
+    return Outcome(None, None)
+
+
+def original(case: Case) -> Outcome:
+    sys.path.insert(0, HERE)
+    from original_port import OriginalWatch, production_triggers
+
+    w = OriginalWatch(production_triggers())
+    pos = 0
+    for d in case.deltas:
+        pos += len(d)
+        hits = w.feed(d, "text")
+        if any(h.get("kind") == "line-repeat" for h in hits):
+            return Outcome(pos, pos, "original")
+    return Outcome(None, None)
+
+
+# --------------------------------------------------------------------------- scoring
+
+@dataclass
+class Score:
+    n: int = 0
+    caught: int = 0
+    noticed: int = 0
+    false: int = 0
+    false_notice: int = 0
+    latency: list[int] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+    by_case: dict[str, int] = field(default_factory=dict)   # loop name -> latency of its stop
+
+    def add(self, case: Case, out: Outcome) -> None:
+        self.n += 1
+        if case.legit:
+            if out.stop is not None:
+                self.false += 1
+                self.missed.append(case.name)
+            if out.notice is not None:
+                self.false_notice += 1
+            return
+        start = case.loop_start or 0
+        if out.stop is not None and out.stop < start:
+            self.false += 1
+            self.missed.append(case.name + "(early)")
+        elif out.stop is not None:
+            self.caught += 1
+            self.latency.append(out.stop - start)
+            self.by_case[case.name] = out.stop - start
+        else:
+            self.missed.append(case.name)
+        if out.notice is not None and out.notice >= start:
+            self.noticed += 1
+
+    def cells(self, legit: bool) -> str:
+        if legit:
+            return f"{self.false}/{self.n}"
+        lat = (f"{int(statistics.median(self.latency))} / {max(self.latency)}"
+               if self.latency else "–")
+        return f"{self.caught}/{self.n} · {lat}"
+
+
+def detectors(engine: str) -> dict[str, Callable[[Case], Outcome]]:
+    return {
+        "contextcare": lambda c: run_contextcare(c, engine),
+        "vllm 16..1024×4": vllm_check(16, 1024, 4),
+        "vllm 1..20×3": vllm_check(1, 20, 3),
+        "gemini-like": gemini_like,
+        "original": original,
+    }
+
+
+def evaluate(cases: Iterable[Case], engine: str = "native",
+             only: set[str] | None = None) -> dict[str, dict[str, Score]]:
+    table: dict[str, dict[str, Score]] = {}
+    dets = detectors(engine)
+    for case in cases:
+        if only and case.cls.split(":")[-1] not in only and case.cls not in only:
+            continue
+        row = table.setdefault(case.cls, {})
+        for name, run in dets.items():
+            row.setdefault(name, Score()).add(case, run(case))
+    return table
+
+
+def markdown(table: dict[str, dict[str, Score]]) -> str:
+    names = list(next(iter(table.values())).keys())
+    out = ["| class | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for cls, row in table.items():
+        legit = cls.startswith("legit:") or cls == "real:no loop"
+        out.append(f"| {cls} | " + " | ".join(row[n].cells(legit) for n in names) + " |")
+    return "\n".join(out)
+
+
+def paired(table: dict[str, dict[str, Score]], ours: str = "contextcare") -> str:
+    """Latency against each peer on the loops both stop: the median of (ours - peer) in
+    characters (negative: ours stops earlier) and how many of those loops ours stops no later."""
+    names = [n for n in next(iter(table.values())) if n != ours]
+    out = ["| class | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for cls, row in table.items():
+        if cls.startswith("legit:") or cls == "real:no loop":
+            continue
+        cells = []
+        for n in names:
+            both = sorted(set(row[ours].by_case) & set(row[n].by_case))
+            if not both:
+                cells.append("–")
+                continue
+            diff = [row[ours].by_case[k] - row[n].by_case[k] for k in both]
+            le = sum(1 for d in diff if d <= 0)
+            cells.append(f"{int(statistics.median(diff)):+d} ({le}/{len(both)})")
+        out.append(f"| {cls} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="detection quality of contextcare and its peers")
+    ap.add_argument("--engine", choices=("native", "reference"), default="native")
+    ap.add_argument("--instances", type=int, default=6)
+    ap.add_argument("--classes", default="", help="comma-separated classes (default: all)")
+    ap.add_argument("--no-real", action="store_true", help="skip the real-model streams")
+    ap.add_argument("--missed", action="store_true", help="list what each detector missed")
+    args = ap.parse_args(argv)
+    cases = synthetic_cases(args.instances)
+    if not args.no_real:
+        cases += real_cases()
+    only = set(filter(None, args.classes.split(","))) or None
+    table = evaluate(cases, args.engine, only)
+    print("Loops: stopped/instances · latency median / worst (characters after the loop's "
+          "start). Legitimate (legit:*, real:no loop): false stops/instances.\n")
+    print(markdown(table))
+    print("\nLatency against each peer on the loops both stop: median of contextcare's minus the "
+          "peer's (characters; negative = contextcare stops earlier), and on how many of them "
+          "contextcare stops no later.\n")
+    print(paired(table))
+    if args.missed:
+        for cls, row in table.items():
+            for name, sc in row.items():
+                if sc.missed and name == "contextcare":
+                    print(f"{cls} {name}: {' '.join(sc.missed)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
