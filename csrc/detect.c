@@ -154,6 +154,23 @@ int eng_detect_prefix_monotony(const cc_window *win, const cc_rule_spec *r, eng_
     return found;
 }
 
+/* The rotation of the periodic unit (the last `p` characters) that starts at a line start:
+ * after its first newline, counted circularly; without one, at its first word start; else as
+ * it is. The first CC_EVIDENCE_CHARS code points go to out. */
+static uint32_t readable_unit(const cc_ring *ring, uint32_t p, uint32_t *out) {
+#define UNIT_AT(j) cc_ring_back(ring, p - 1 - ((j) % p))
+    uint32_t j, start = 0;
+    int found = 0;
+    for (j = 0; j < p && !found; j++)
+        if (UNIT_AT(j + p - 1) == '\n') start = j, found = 1;
+    for (j = 0; j < p && !found; j++)
+        if (cc_is_space(UNIT_AT(j + p - 1)) && !cc_is_space(UNIT_AT(j))) start = j, found = 1;
+    uint32_t n = p < CC_EVIDENCE_CHARS ? p : CC_EVIDENCE_CHARS;
+    for (j = 0; j < n; j++) out[j] = UNIT_AT(start + j);
+    return n;
+#undef UNIT_AT
+}
+
 int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
                            eng_finding *f) {
     if (!ring->lo) return 0;
@@ -163,9 +180,56 @@ int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_sp
     if (found <= 0) return found;
     f->period = res.period;
     f->repeats = res.repeats;
-    memcpy(f->cps, res.unit, res.unit_chars * sizeof *f->cps);
-    f->ncps = res.unit_chars;
+    f->ncps = readable_unit(ring, res.period, f->cps);
     return 1;
+}
+
+int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                            const cc_rule_spec *r, eng_finding *f) {
+    cc_block_params p = {r->near, r->max_period, r->min_repeats, r->min_chars, r->min_letters};
+    cc_block_result res;
+    if (!cc_block_repeat(s, ring, chars, &p, &res)) return 0;
+    f->period = res.period;
+    f->repeats = res.repeats;
+    f->total = res.total;
+    memcpy(f->cps, res.line, res.line_chars * sizeof *f->cps);
+    f->ncps = res.line_chars;
+    return 1;
+}
+
+int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                              const cc_rule_spec *r, eng_finding *f) {
+    uint32_t distinct, n;
+    int found = cc_vocab_collapse(s, ring, chars, r->words, r->max_distinct, &distinct, f->cps,
+                                  &n);
+    if (found <= 0) return found;
+    f->count = distinct;
+    f->total = r->words;
+    f->ncps = n;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ segment rules' state -- */
+
+cc_segscan *eng_view_seg(cc_watcher *w, int vi) {
+    view *v = &w->v[vi];
+    const viewplan *vp = &w->rs->views[vi];
+    if (!v->seg) {
+        v->seg = cc_segscan_new(vp->seg_cap, vp->word_cap, w->rs->opt.mask_fences);
+        if (!v->seg) {
+            w->oom = 1;
+            return NULL;
+        }
+    }
+    if (v->ring.lo) cc_segscan_scan(v->seg, &v->ring, v->chars, w->rs->opt.mask_fences);
+    return v->seg;
+}
+
+void eng_blocks_at_newline(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
+    for (uint32_t k = 0; k < vp->nwindowed; k++) {
+        uint32_t ri = vp->windowed[k];
+        if (w->rs->rules[ri].kind == CC_K_BLOCK_REPEAT) eng_check_rule(w, ri, v, pos);
+    }
 }
 
 /* --------------------------------------------------------------------------- the hit -- */
@@ -216,10 +280,24 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
     case CC_K_FILLER_LINES: found = eng_detect_filler_lines(v->win, r, &f); break;
     case CC_K_PREFIX_MONOTONY: found = eng_detect_prefix_monotony(v->win, r, &f); break;
     case CC_K_TAIL_REPEAT: {
-        if (w->rs->opt.mask_fences && v->fence_inside) return;
+        /* inside code fences too: masking hides code from the line rules only */
         uint64_t avail = v->chars - v->barrier;
         if (avail > v->ring.cap) avail = v->ring.cap;
         found = eng_detect_tail_repeat(&v->ring, (uint32_t)avail, r, &f);
+        break;
+    }
+    case CC_K_BLOCK_REPEAT:
+    case CC_K_VOCAB_COLLAPSE: {
+        /* checked only when the view's scanner kept a segment (word) since the rule's previous
+         * check: the serial it saw is in w->seen */
+        cc_segscan *s = eng_view_seg(w, (int)(v - w->v));
+        if (!s) return;
+        uint64_t serial = r->kind == CC_K_BLOCK_REPEAT ? s->seg_serial : s->word_serial;
+        if (w->seen[ri] == serial) return;
+        w->seen[ri] = serial;
+        found = r->kind == CC_K_BLOCK_REPEAT
+                    ? eng_detect_block_repeat(s, &v->ring, v->chars, r, &f)
+                    : eng_detect_vocab_collapse(s, &v->ring, v->chars, r, &f);
         break;
     }
     default: return;

@@ -8,6 +8,7 @@
 #include "engine.h"
 #include "lines.h"
 #include "ring.h"
+#include "segments.h"
 
 /* The evidence of one finding. Line evidence points into the window (valid until it changes):
  * `line` for LineRepeat, `lines[0..nlines)` for LineCycle. Code point evidence is copied:
@@ -31,5 +32,11 @@ int eng_detect_prefix_monotony(const cc_window *win, const cc_rule_spec *r, eng_
 /* The last `avail` code points of the ring (already clamped to what may be looked at). */
 int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
                            eng_finding *f);
+/* Over a view's segments / words (the scanner brought up to date); quotes come from the ring,
+ * which has seen `chars` code points. */
+int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                            const cc_rule_spec *r, eng_finding *f);
+int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                              const cc_rule_spec *r, eng_finding *f);
 
 #endif

@@ -40,6 +40,11 @@
 #define CC_MAX_PHRASE_CHARS 4096      /* code points of one phrase; also min_line_chars */
 #define CC_MAX_PHRASES 65536          /* phrases of one ruleset, all rules together */
 #define CC_MAX_PHRASE_BYTES 1048576   /* UTF-8 bytes of all phrases together */
+#define CC_MAX_BLOCK_SEGMENTS 4096    /* BlockRepeat.max_period x min_repeats */
+#define CC_MAX_BLOCK_PERIOD 1024      /* BlockRepeat.max_period */
+#define CC_MAX_BLOCK_REPEATS 64       /* BlockRepeat.min_repeats */
+#define CC_MAX_SEGMENT_EVERY_BYTES 4096 /* every_bytes of BlockRepeat and VocabCollapse */
+#define CC_MAX_VOCAB_WORDS 4096       /* VocabCollapse.words */
 
 /* ------------------------------------------------------------------------- constants -- */
 
@@ -56,6 +61,8 @@ enum {
     CC_K_FILLER_LINES,
     CC_K_PREFIX_MONOTONY,
     CC_K_TAIL_REPEAT,
+    CC_K_BLOCK_REPEAT,
+    CC_K_VOCAB_COLLAPSE,
     CC_K_END /* one past the last kind */
 };
 
@@ -99,8 +106,14 @@ typedef struct cc_rule_spec {
     /* CC_K_TAIL_REPEAT */
     uint32_t window_chars;    /* [2, CC_MAX_WINDOW_CHARS] */
     uint32_t max_period;      /* [1, window_chars / 2] */
-    uint32_t min_repeats;     /* [2, window_chars] */
-    uint32_t min_chars;       /* [2, window_chars] */
+    uint32_t min_repeats;     /* [2, window_chars]; BLOCK_REPEAT: [2, CC_MAX_BLOCK_REPEATS] */
+    uint32_t min_chars;       /* [2, window_chars]; BLOCK_REPEAT: [1, CC_MAX_COUNT] */
+    /* CC_K_BLOCK_REPEAT (also max_period, min_repeats, min_chars above) */
+    int near;                 /* compare segment skeletons, not their exact text */
+    uint32_t min_letters;     /* per segment of the unit, [0, CC_MAX_COUNT] */
+    /* CC_K_VOCAB_COLLAPSE */
+    uint32_t words;           /* [2, CC_MAX_VOCAB_WORDS] */
+    uint32_t max_distinct;    /* [1, words - 1] */
 } cc_rule_spec;
 
 /* One phrase of a CC_K_PHRASES rule. */
@@ -139,6 +152,8 @@ typedef struct cc_watcher cc_watcher;
  *   FILLER_LINES     count, total, ratio
  *   PREFIX_MONOTONY  text = the prefix, count, total, ratio
  *   TAIL_REPEAT      text = the unit (first CC_EVIDENCE_CHARS code points), period, repeats
+ *   BLOCK_REPEAT     text = the unit's first segment, period (segments), repeats, total
+ *   VOCAB_COLLAPSE   text = the quote from a word start, count (distinct words), total (words)
  * Texts are UTF-8 (lone surrogates as 3 bytes) and not NUL-terminated. */
 typedef struct cc_hit {
     uint32_t rule;        /* rule index */

@@ -19,6 +19,7 @@
 #include "engine.h"
 #include "lines.h"
 #include "ring.h"
+#include "segments.h"
 #include "text.h"
 
 struct view;
@@ -66,6 +67,8 @@ typedef struct viewplan {
     uint32_t *pfx_set, npfx, pfx_max; /* union of PrefixMonotony delimiters, longest prefix */
     uint32_t short_max;   /* lines this short keep their text (LineCycle, FillerLines) */
     int keep_all;         /* every line keeps its text (a LineRepeat rule may fire on count 1) */
+    uint32_t seg_cap, word_cap; /* segments / words kept (BlockRepeat, VocabCollapse) */
+    uint32_t nblock;      /* BlockRepeat rules (also checked at every newline) */
 } viewplan;
 
 struct cc_ruleset {
@@ -101,6 +104,7 @@ typedef struct view {
     uint64_t gap_end;     /* offset of the first character that ended the gap */
     uint32_t *buf;        /* BUF_SLOTS code points (the first min(len_all, 40) are the line's) */
     cc_window *win;
+    cc_segscan *seg;      /* segments and words, allocated at their first use */
     cc_ring ring;
 } view;
 
@@ -115,6 +119,7 @@ struct cc_watcher {
     const cc_ruleset *rs;
     view v[CC_NVIEWS];
     uint64_t *next;
+    uint64_t *seen;       /* segment rules: the scanner serial at their previous check */
     uint8_t *fired;
     candidate *cand;
     int last_channel;
@@ -138,6 +143,11 @@ extern const pair_fn eng_pair_loops[NPAIR_SHAPES][2][3];
 void eng_line_end(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: run one windowed rule's check on its view now. */
 void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos);
+/* detect.c: a newline on a view with BlockRepeat rules: they are checked there too. */
+void eng_blocks_at_newline(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
+/* detect.c: the view's segment scanner, allocated at its first use and brought up to date;
+ * NULL when out of memory. */
+cc_segscan *eng_view_seg(cc_watcher *w, int vi);
 
 static inline void builder_reset(const cc_ruleset *rs, view *v) {
     v->h_all = v->h_commit = FNV_OFFSET;

@@ -101,6 +101,19 @@ static int check_rule_spec(const cc_rule_spec *r, long long i, cc_compile_error 
         CHECK_RANGE(r->min_repeats, "min_repeats", 2, r->window_chars);
         CHECK_RANGE(r->min_chars, "min_chars", 2, r->window_chars);
         break;
+    case CC_K_BLOCK_REPEAT:
+        CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);
+        CHECK_RANGE(r->max_period, "max_period", 1, CC_MAX_BLOCK_PERIOD);
+        CHECK_RANGE(r->min_repeats, "min_repeats", 2, CC_MAX_BLOCK_REPEATS);
+        CHECK_RANGE(r->max_period * r->min_repeats, "max_period", 1, CC_MAX_BLOCK_SEGMENTS);
+        CHECK_RANGE(r->min_chars, "min_chars", 1, CC_MAX_COUNT);
+        CHECK_MAX(r->min_letters, "min_letters", CC_MAX_COUNT);
+        break;
+    case CC_K_VOCAB_COLLAPSE:
+        CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);
+        CHECK_RANGE(r->words, "words", 2, CC_MAX_VOCAB_WORDS);
+        CHECK_RANGE(r->max_distinct, "max_distinct", 1, r->words - 1);
+        break;
     default: break;
     }
     return CC_OK;
@@ -188,9 +201,24 @@ static const uint32_t *copy_set(const uint32_t *set, uint32_t n, int *oom) {
 
 /* What a windowed rule asks of its view. */
 static void plan_windowed(viewplan *vp, const cc_rule_spec *r, const cc_options *opt) {
+    (void)opt;
     if (r->kind == CC_K_TAIL_REPEAT) {
         if (r->window_chars > vp->ring_cap) vp->ring_cap = r->window_chars;
-        if (opt->mask_fences) vp->builder = 1;
+        return;
+    }
+    if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE) {
+        /* the scan reads back what came since the previous check, and quotes evidence */
+        uint64_t need = r->every_bytes + 4;
+        if (need < CC_QUOTE_CHARS) need = CC_QUOTE_CHARS;
+        if (need > vp->ring_cap) vp->ring_cap = (uint32_t)need;
+        if (r->kind == CC_K_BLOCK_REPEAT) {
+            if (r->max_period * r->min_repeats > vp->seg_cap)
+                vp->seg_cap = r->max_period * r->min_repeats;
+            vp->nblock++;
+            vp->builder = 1; /* the loops stop at every newline, where BlockRepeat is checked */
+        } else if (r->words > vp->word_cap) {
+            vp->word_cap = r->words;
+        }
         return;
     }
     vp->builder = 1;

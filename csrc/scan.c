@@ -91,6 +91,12 @@ static void complete_line(cc_watcher *w, const viewplan *vp, view *v) {
         /* the evidence text: the first 40 code points of the stripped line; a line may have a
          * prefix when a delimiter comes within the first pfx_max */
         uint32_t n = v->len_commit < CC_EVIDENCE_CHARS ? v->len_commit : CC_EVIDENCE_CHARS;
+        int word = 0;
+        for (uint32_t i = 0; i < n && !word; i++) word = cc_is_word(v->buf[i]);
+        if (!word) { /* a structure line (border, divider, blank art) never counts */
+            builder_reset(w->rs, v);
+            return;
+        }
         uint32_t npfx = vp->pfx_max < n ? vp->pfx_max : n;
         unsigned flags = 0;
         for (uint32_t i = 0; i < npfx && !flags; i++)
@@ -284,6 +290,10 @@ HOT_INLINE void run_view(cc_watcher *w, const viewplan *vp, view *v, const void 
                 v->len_all = len_all, v->len_commit = len_commit;
             }
             eng_line_end(w, vp, v, (uint64_t)i + 1);
+            if (vp->nblock) {
+                if (ln) v->ring.pos = rpos; /* the check reads the ring */
+                eng_blocks_at_newline(w, vp, v, (uint64_t)i + 1);
+            }
             if (builder) {
                 h_all = v->h_all, h_commit = v->h_commit;
                 len_all = v->len_all, len_commit = v->len_commit;
@@ -418,8 +428,12 @@ static void ln_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, ui
     uint64_t end = v->chars;
     v->chars = at;
     if (vp->builder) {
-        if (cp == '\n') eng_line_end(w, vp, v, pos);
-        else builder_slow(v, cp);
+        if (cp == '\n') {
+            eng_line_end(w, vp, v, pos);
+            if (vp->nblock) eng_blocks_at_newline(w, vp, v, pos);
+        } else {
+            builder_slow(v, cp);
+        }
     }
     if (v->bytes >= v->next_check) throttle(w, vp, v, pos);
     v->chars = end;

@@ -27,6 +27,7 @@ static void view_init(cc_watcher *w, int vi) {
 static void watcher_init(cc_watcher *w) {
     for (uint32_t r = 0; r < w->rs->nrules; r++) {
         w->fired[r] = 0;
+        w->seen[r] = 0;
         w->cand[r].has = 0;
         w->next[r] = UINT64_MAX;
     }
@@ -41,9 +42,10 @@ cc_watcher *cc_watcher_new(const cc_ruleset *rs) {
     w->rs = rs;
     uint32_t n = rs->nrules ? rs->nrules : 1;
     w->next = malloc(n * sizeof *w->next);
+    w->seen = malloc(n * sizeof *w->seen);
     w->fired = malloc(n * sizeof *w->fired);
     w->cand = malloc(n * sizeof *w->cand);
-    if (!w->next || !w->fired || !w->cand) {
+    if (!w->next || !w->seen || !w->fired || !w->cand) {
         cc_watcher_free(w);
         return NULL;
     }
@@ -69,8 +71,10 @@ void cc_watcher_free(cc_watcher *w) {
         free(w->v[vi].buf);
         cc_ring_free(&w->v[vi].ring);
         cc_window_free(w->v[vi].win);
+        cc_segscan_free(w->v[vi].seg);
     }
     free(w->next);
+    free(w->seen);
     free(w->fired);
     free(w->cand);
     free(w);
@@ -81,6 +85,8 @@ void cc_watcher_reset(cc_watcher *w) {
     for (int vi = 0; vi < CC_NVIEWS; vi++) {
         cc_window_free(w->v[vi].win);
         w->v[vi].win = NULL;
+        cc_segscan_free(w->v[vi].seg);
+        w->v[vi].seg = NULL;
     }
     watcher_init(w);
 }
@@ -90,6 +96,7 @@ cc_watcher *cc_watcher_copy(const cc_watcher *w) {
     if (!c) return NULL;
     uint32_t n = w->rs->nrules;
     memcpy(c->next, w->next, n * sizeof *c->next);
+    memcpy(c->seen, w->seen, n * sizeof *c->seen);
     memcpy(c->fired, w->fired, n * sizeof *c->fired);
     memcpy(c->cand, w->cand, n * sizeof *c->cand);
     c->last_channel = w->last_channel;
@@ -100,6 +107,7 @@ cc_watcher *cc_watcher_copy(const cc_watcher *w) {
         *dst = *src;
         dst->buf = NULL;
         dst->win = NULL;
+        dst->seg = NULL;
         dst->ring.lo = NULL;
         dst->ring.hi = NULL;
         if (src->buf) {
@@ -112,6 +120,10 @@ cc_watcher *cc_watcher_copy(const cc_watcher *w) {
             dst->win = cc_window_copy(src->win);
             if (!dst->win) goto oom;
         }
+        if (src->seg) {
+            dst->seg = cc_segscan_copy(src->seg);
+            if (!dst->seg) goto oom;
+        }
     }
     return c;
 oom:
@@ -120,12 +132,14 @@ oom:
 }
 
 size_t cc_watcher_memory(const cc_watcher *w) {
-    size_t m = sizeof *w + w->rs->nrules * (sizeof *w->next + sizeof *w->fired + sizeof *w->cand);
+    size_t m = sizeof *w + w->rs->nrules * (sizeof *w->next + sizeof *w->seen + sizeof *w->fired +
+                                            sizeof *w->cand);
     m += w->caphits * sizeof *w->hits;
     for (int vi = 0; vi < CC_NVIEWS; vi++) {
         if (w->v[vi].buf) m += BUF_SLOTS * sizeof *w->v[vi].buf;
         m += cc_ring_memory(&w->v[vi].ring);
         m += cc_window_memory(w->v[vi].win);
+        m += cc_segscan_memory(w->v[vi].seg);
     }
     return m;
 }
@@ -158,6 +172,10 @@ static void channel_switch(cc_watcher *w) {
     const viewplan *vp = &w->rs->views[CC_VIEW_COMBINED];
     view *v = &w->v[CC_VIEW_COMBINED];
     if (!vp->used) return;
+    if (vp->seg_cap || vp->word_cap) {
+        cc_segscan *s = eng_view_seg(w, CC_VIEW_COMBINED);
+        if (s) cc_segscan_end(s, w->rs->opt.mask_fences, 1);
+    }
     eng_line_end(w, vp, v, 0);
     v->state[0] = v->state[1] = 0;
     v->fence_inside = 0;
@@ -273,7 +291,12 @@ int cc_watcher_finish(cc_watcher *w) {
     size_t from = w->nhits;
     for (int vi = 0; vi < CC_NVIEWS; vi++) {
         const viewplan *vp = &w->rs->views[vi];
-        if (vp->used) eng_line_end(w, vp, &w->v[vi], 0);
+        if (!vp->used) continue;
+        if (vp->seg_cap || vp->word_cap) {
+            cc_segscan *s = eng_view_seg(w, vi);
+            if (s) cc_segscan_end(s, w->rs->opt.mask_fences, 0);
+        }
+        eng_line_end(w, vp, &w->v[vi], 0);
     }
     for (uint32_t ri = 0; ri < w->rs->nrules; ri++) {
         const cc_rule_spec *r = &w->rs->rules[ri];

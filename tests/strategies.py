@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from contextcare.rules import (
+    BlockRepeat,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -22,6 +23,7 @@ from contextcare.rules import (
     PrefixMonotony,
     Rule,
     TailRepeat,
+    VocabCollapse,
 )
 
 __all__ = ["FRAGMENTS", "PHRASES", "rule_lists", "rulesets", "splits_of", "texts", "traces"]
@@ -45,6 +47,10 @@ FRAGMENTS = (
     "```\n", "```python\n", "~~~\n", "x = 1\n",
     "`", '"', "“", "”", "「", "」", "|", ",", "，",
     "| a | b |\n", "|---|---|\n", "=" * 30 + "\n",
+    # segments and words (BlockRepeat, VocabCollapse): sentences, list numbers, near-variants
+    "Step 14: check it. ", "Step 15: check it. ", "12. Ilan\n", "13. Ilan\n",
+    "first one! second? third; ", "它来了。又来了！", "items its itemsThe ",
+    "class A2:\n    def f(self):\n        return 2\n",
 )
 
 
@@ -118,6 +124,12 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
             TailRepeat, st.just(rid), window_chars=st.just(w),
             max_period=st.integers(1, w // 2), min_repeats=st.integers(2, 4),
             min_chars=st.integers(2, w), every_bytes=_EVERY, **common)),
+        st.builds(BlockRepeat, st.just(rid), near=st.booleans(), max_period=st.integers(1, 8),
+                  min_repeats=st.integers(2, 4), min_chars=st.integers(1, 120),
+                  min_letters=st.integers(0, 6), every_bytes=_EVERY, **common),
+        st.integers(3, 12).flatmap(lambda n: st.builds(
+            VocabCollapse, st.just(rid), words=st.just(n), max_distinct=st.integers(1, n - 1),
+            every_bytes=_EVERY, **common)),
     )
 
 

@@ -33,6 +33,10 @@ SAMPLES = {
                                  prefix="嗯，", count=19, total=26, ratio=19 / 26),
     "tail-repeat": Detection("tail-repeat", "tail-repeat", "abort", "text", 1200,
                              unit="the \n", period=5, repeats=57),
+    "block-repeat": Detection("block-repeat", "block-repeat", "abort", "combined", 2400,
+                              line="class MyClass2:", period=7, repeats=4, total=118),
+    "vocab-collapse": Detection("vocab-collapse", "vocab-collapse", "abort", "text", 900,
+                                line="items its itemsThe items", count=6, total=80),
 }
 
 #: The numbers each sample's text may show: its evidence values and the rounded percentage.
@@ -43,6 +47,8 @@ ALLOWED_NUMBERS = {
     "filler-lines": {"23", "46", "50"},
     "prefix-monotony": {"19", "26", "73"},
     "tail-repeat": {"57"},
+    "block-repeat": {"7", "4", "118", "2"},
+    "vocab-collapse": {"6", "80"},
 }
 
 EVIDENCE_TEXT = {
@@ -50,6 +56,7 @@ EVIDENCE_TEXT = {
     "context-anxiety": ["上下文快满"], "line-repeat": ["I will check the file again."],
     "line-cycle": ["（输出。）", "**做。**", "go."], "filler-lines": [],
     "prefix-monotony": ["嗯，"], "tail-repeat": ["the \\n"],
+    "block-repeat": ["class MyClass2:"], "vocab-collapse": ["items its itemsThe items"],
 }
 
 STOPPED_BY_SYSTEM = {"en": "stopped by the system", "zh": "被系统中止"}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from contextcare import (
+    BlockRepeat,
     ContextAnxiety,
     FillerLines,
     LineCycle,
@@ -17,6 +18,7 @@ from contextcare import (
     Ruleset,
     TailRepeat,
     TimeAnxiety,
+    VocabCollapse,
     default_rules,
 )
 from contextcare.errors import ContextCareError
@@ -75,6 +77,18 @@ delimiters = ":"
 type = "TailRepeat"
 id = "tr"
 max_period = 32
+
+[[rules]]
+type = "BlockRepeat"
+id = "br"
+near = true
+min_repeats = 5
+
+[[rules]]
+type = "VocabCollapse"
+id = "vc"
+words = 120
+action = "remind"
 '''
     rules, options = loads_rules(doc)
     assert rules == [
@@ -87,6 +101,8 @@ max_period = 32
         FillerLines("fl", fillers="嗯好"),
         PrefixMonotony("pm", delimiters=":"),
         TailRepeat("tr", max_period=32),
+        BlockRepeat("br", near=True, min_repeats=5),
+        VocabCollapse("vc", words=120, action="remind"),
     ]
     assert {type(r).__name__ for r in rules} == set(RULE_TYPES)
     assert options == {}  # without defaults = true: the Ruleset constructor's defaults

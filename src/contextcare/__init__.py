@@ -22,6 +22,7 @@ from .errors import (
 from .guard import Abort, Guard, Partial, Remind, Reply
 from .presets import default_rules, default_ruleset
 from .rules import (
+    BlockRepeat,
     ContextAnxiety,
     FillerLines,
     LineCycle,
@@ -32,6 +33,7 @@ from .rules import (
     Rule,
     TailRepeat,
     TimeAnxiety,
+    VocabCollapse,
 )
 
 __version__ = "0.1.0"
@@ -39,8 +41,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Ruleset", "Watcher", "Detection", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
-    "default_rules", "default_ruleset", "ContextCareError", "ArgumentTypeError",
-    "ArgumentValueError", "RuleValueError", "RuleTypeError",
+    "BlockRepeat", "VocabCollapse", "default_rules", "default_ruleset", "ContextCareError",
+    "ArgumentTypeError", "ArgumentValueError", "RuleValueError", "RuleTypeError",
     "Guard", "Reply", "Abort", "Remind", "Partial",
     "__version__",
 ]

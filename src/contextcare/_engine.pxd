@@ -14,6 +14,8 @@ cdef extern from "engine.h" nogil:
         CC_K_FILLER_LINES
         CC_K_PREFIX_MONOTONY
         CC_K_TAIL_REPEAT
+        CC_K_BLOCK_REPEAT
+        CC_K_VOCAB_COLLAPSE
     enum:
         CC_OK
         CC_ERR_NOMEM
@@ -35,6 +37,11 @@ cdef extern from "engine.h" nogil:
         CC_MAX_PHRASE_CHARS
         CC_MAX_PHRASES
         CC_MAX_PHRASE_BYTES
+        CC_MAX_BLOCK_SEGMENTS
+        CC_MAX_BLOCK_PERIOD
+        CC_MAX_BLOCK_REPEATS
+        CC_MAX_SEGMENT_EVERY_BYTES
+        CC_MAX_VOCAB_WORDS
     const unsigned long long CC_MAX_EVERY_BYTES
 
     ctypedef struct cc_rule_spec:
@@ -50,6 +57,8 @@ cdef extern from "engine.h" nogil:
         const uint32_t *delimiters
         uint32_t ndelimiters
         uint32_t window_chars, max_period, min_repeats, min_chars
+        int near
+        uint32_t min_letters, words, max_distinct
 
     ctypedef struct cc_compile_error:
         int status

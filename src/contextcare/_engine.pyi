@@ -18,6 +18,11 @@ MAX_TAIL_CHARS: int
 MAX_PHRASE_CHARS: int
 MAX_PHRASES: int
 MAX_PHRASE_BYTES: int
+MAX_BLOCK_SEGMENTS: int
+MAX_BLOCK_PERIOD: int
+MAX_BLOCK_REPEATS: int
+MAX_SEGMENT_EVERY_BYTES: int
+MAX_VOCAB_WORDS: int
 
 def _compile_specs(
     specs: Iterable[dict[str, Any]],

@@ -28,6 +28,11 @@ MAX_TAIL_CHARS = CC_MAX_TAIL_CHARS
 MAX_PHRASE_CHARS = CC_MAX_PHRASE_CHARS
 MAX_PHRASES = CC_MAX_PHRASES
 MAX_PHRASE_BYTES = CC_MAX_PHRASE_BYTES
+MAX_BLOCK_SEGMENTS = CC_MAX_BLOCK_SEGMENTS
+MAX_BLOCK_PERIOD = CC_MAX_BLOCK_PERIOD
+MAX_BLOCK_REPEATS = CC_MAX_BLOCK_REPEATS
+MAX_SEGMENT_EVERY_BYTES = CC_MAX_SEGMENT_EVERY_BYTES
+MAX_VOCAB_WORDS = CC_MAX_VOCAB_WORDS
 
 from contextcare import rules as _rules
 from contextcare.detection import Detection
@@ -53,6 +58,8 @@ _DETECTORS = {
     "filler-lines": CC_K_FILLER_LINES,
     "prefix-monotony": CC_K_PREFIX_MONOTONY,
     "tail-repeat": CC_K_TAIL_REPEAT,
+    "block-repeat": CC_K_BLOCK_REPEAT,
+    "vocab-collapse": CC_K_VOCAB_COLLAPSE,
 }
 _STATUS = {CC_ERR_NOMEM: "nomem", CC_ERR_LIMIT: "limit", CC_ERR_INVALID: "invalid",
            CC_ERR_TOO_BIG: "too-big"}
@@ -117,6 +124,10 @@ cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
     s.max_period = spec.get("max_period", 0)
     s.min_repeats = spec.get("min_repeats", 0)
     s.min_chars = spec.get("min_chars", 0)
+    s.near = spec.get("near", False)
+    s.min_letters = spec.get("min_letters", 0)
+    s.words = spec.get("words", 0)
+    s.max_distinct = spec.get("max_distinct", 0)
     if spec.get("fillers"):
         points = _code_points(spec["fillers"], keep)
         s.fillers, s.nfillers = &points[0], len(points)

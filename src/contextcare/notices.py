@@ -183,11 +183,31 @@ _Wording = Callable[[Detection, str, str], "str | None"]
 
 #: The evidence sentence of each kind: (detection, where, share) -> text, or None when the
 #: detection lacks the fields the sentence needs.
+def _en_block_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.line is None or d.period is None:
+        return None
+    times = f" {d.repeats} times" if d.repeats is not None else ""
+    size = f", {d.total} characters each" if d.total is not None else ""
+    if d.period == 1:
+        return (f'the line "{_show(d.line)}" repeated{times} back to back at the end of'
+                f" {where}{size}")
+    return (f'a block of {d.period} lines starting "{_show(d.line)}" repeated{times} back to'
+            f" back at the end of {where}{size}")
+
+
+def _en_vocab_collapse(d: Detection, where: str, share: str) -> str | None:
+    if d.count is None or d.total is None:
+        return None
+    quote = f' ("{_show(d.line)}")' if d.line else ""
+    return f"only {d.count} different words among the last {d.total} words of {where}{quote}"
+
+
 _EN_EVIDENCE: dict[str, _Wording] = {
     "phrase": _en_phrase, "marker": _en_marker, "time-anxiety": _en_phrase,
     "context-anxiety": _en_phrase, "line-repeat": _en_line_repeat,
     "line-cycle": _en_line_cycle, "filler-lines": _en_filler_lines,
     "prefix-monotony": _en_prefix_monotony, "tail-repeat": _en_tail_repeat,
+    "block-repeat": _en_block_repeat, "vocab-collapse": _en_vocab_collapse,
 }
 
 
@@ -338,11 +358,30 @@ def _zh_tail_repeat(d: Detection, where: str, share: str) -> str | None:
     return f"{where}末尾，“{_show(d.unit)}”首尾相接地重复了{times}"
 
 
+def _zh_block_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.line is None or d.period is None:
+        return None
+    times = f" {d.repeats} 次" if d.repeats is not None else ""
+    size = f"（每次 {d.total} 个字符）" if d.total is not None else ""
+    if d.period == 1:
+        return f"{where}末尾，“{_show(d.line)}”这一行首尾相接地重复了{times}{size}"
+    return (f"{where}末尾，以“{_show(d.line)}”开头的一段（{d.period} 行）首尾相接地重复了"
+            f"{times}{size}")
+
+
+def _zh_vocab_collapse(d: Detection, where: str, share: str) -> str | None:
+    if d.count is None or d.total is None:
+        return None
+    quote = f"（“{_show(d.line)}”）" if d.line else ""
+    return f"{where}最近 {d.total} 个词里只有 {d.count} 个不同的词{quote}"
+
+
 _ZH_EVIDENCE: dict[str, _Wording] = {
     "phrase": _zh_phrase, "marker": _zh_marker, "time-anxiety": _zh_phrase,
     "context-anxiety": _zh_phrase, "line-repeat": _zh_line_repeat,
     "line-cycle": _zh_line_cycle, "filler-lines": _zh_filler_lines,
     "prefix-monotony": _zh_prefix_monotony, "tail-repeat": _zh_tail_repeat,
+    "block-repeat": _zh_block_repeat, "vocab-collapse": _zh_vocab_collapse,
 }
 
 

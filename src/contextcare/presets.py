@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .rules import (
+    BlockRepeat,
     ContextAnxiety,
     FillerLines,
     LineCycle,
@@ -15,6 +16,7 @@ from .rules import (
     Rule,
     TailRepeat,
     TimeAnxiety,
+    VocabCollapse,
 )
 
 if TYPE_CHECKING:
@@ -35,15 +37,28 @@ DEFAULT_OPTIONS: Mapping[str, Any] = MappingProxyType({
 def default_rules() -> list[Rule]:
     """The default rules, abort rules first.
 
-    Abort: ``line-repeat`` (30 of 80 lines and 35 %, or a run of 12) and ``tail-repeat`` (a unit
-    repeated back to back, newlines or not).
-    Remind: ``line-repeat-gentle`` (15 lines and 20 %),
+    Abort: ``line-repeat`` (30 of 80 lines and 35 %, or a run of 12), ``tail-repeat`` (a unit of up to 256 characters repeated back to back, newlines
+    or not), ``block-repeat`` (a block of up to 128 lines or sentences repeated three times back
+    to back, over at least 60 characters, fenced code included), ``near-repeat-long`` (a unit
+    of up to 32 lines repeated ten times with only its numbers changed) and ``vocab-collapse``
+    (80 words with at most 8 distinct ones, outside code fences).
+    Remind: ``near-repeat`` (a unit of up to 64 lines repeated four times with only its numbers
+    changed), ``line-repeat-gentle`` (15 lines and 20 %),
     ``line-cycle``, ``filler-lines``, ``prefix-monotony``, ``time-anxiety`` and
     ``context-anxiety`` (reasoning channel only).
+
+    Thresholds were set on ``benchmarks/quality.py`` (synthetic loop shapes, legitimate structured
+    output and labelled replies of a real small model): every listed loop shape stopped, no
+    legitimate text stopped.
     """
     return [
         LineRepeat("line-repeat"),
         TailRepeat("tail-repeat"),
+        BlockRepeat("block-repeat"),
+        BlockRepeat("near-repeat-long", near=True, max_period=32, min_repeats=10, min_chars=600),
+        VocabCollapse("vocab-collapse"),
+        BlockRepeat("near-repeat", near=True, max_period=64, min_repeats=4, min_chars=200,
+                    action="remind"),
         LineRepeat("line-repeat-gentle", min_lines=30, min_count=15, min_ratio=0.2, min_run=0,
                    action="remind"),
         LineCycle("line-cycle"),

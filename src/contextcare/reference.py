@@ -34,6 +34,8 @@ from .rules import (
     FINISHED_MESSAGE,
     CHANNELS,
     EVIDENCE_LINE_CHARS,
+    QUOTE_CHARS,
+    BlockRepeat,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -41,6 +43,7 @@ from .rules import (
     Rule,
     RulesetOptions,
     TailRepeat,
+    VocabCollapse,
     check_feed_channel,
     check_rules,
     check_splits,
@@ -89,6 +92,47 @@ def _is_word_char(c: str) -> bool:
     return not (0x2000 <= cp <= 0x2BFF or 0x3000 <= cp <= 0x303F)
 
 
+#: ASCII characters after which whitespace ends a segment; characters that end one themselves.
+_SENTENCE_END = frozenset(".!?;")
+_CJK_SENTENCE_END = frozenset("\u3002\uff01\uff1f\uff1b")
+
+
+def _skeleton(stripped: str) -> str:
+    """A segment's skeleton: each run of ASCII digits -> ``#``, ASCII letters lower-cased, each
+    run of whitespace -> one space (``stripped`` has none at its ends)."""
+    out: list[str] = []
+    prev = ""
+    for c in stripped:
+        if "0" <= c <= "9":
+            if prev != "#":
+                out.append("#")
+            prev = "#"
+        elif c.isspace():
+            if prev != " ":
+                out.append(" ")
+            prev = " "
+        else:
+            out.append(c)
+            prev = ""
+    return _fold("".join(out))
+
+
+def _letters(stripped: str) -> int:
+    """Word characters other than ASCII digits."""
+    return sum(1 for c in stripped if _is_word_char(c) and not "0" <= c <= "9")
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """A completed segment with a word character, as BlockRepeat compares it."""
+
+    exact: str
+    skeleton: str
+    gap: int       # characters from the end of the previous kept segment to the end of this one
+    raw: int       # characters of this segment (with its whitespace and terminator)
+    letters: int
+
+
 # --------------------------------------------------------------------------- compiled ruleset
 
 @dataclass(frozen=True)
@@ -113,6 +157,8 @@ class _ViewPlan:
     by_last_folded: dict[str, tuple[_PhraseEntry, ...]]
     windowed_rules: tuple[int, ...]
     recent_chars: int   # how much text since the barrier the view keeps (phrases, TailRepeat)
+    segments: int = 0   # segments kept for BlockRepeat (0: the view does not cut segments)
+    words: int = 0      # words kept for VocabCollapse (0: the view does not cut words)
 
 
 def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
@@ -121,13 +167,19 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
     phrase_rules: list[int] = []
     windowed: list[int] = []
     recent = 1
+    segments = words = 0
     for index, rule in enumerate(rules):
         if rule.channel != name:
             continue
         if rule.windowed:
             windowed.append(index)
-            if _DETECTORS[rule.detector][1] == "tail":
+            reads = _DETECTORS[rule.detector][1]
+            if reads == "tail":
                 recent = max(recent, rule.window_chars)  # type: ignore[attr-defined]
+            elif reads == "segments":
+                segments = max(segments, rule.max_period * rule.min_repeats)  # type: ignore[attr-defined]
+            elif reads == "words":
+                words = max(words, rule.words)  # type: ignore[attr-defined]
             continue
         phrase_rules.append(index)
         fold = rule.ignores_case
@@ -143,6 +195,8 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
         by_last_folded={k: tuple(v) for k, v in folded.items()},
         windowed_rules=tuple(windowed),
         recent_chars=recent,
+        segments=segments,
+        words=words,
     )
 
 
@@ -260,6 +314,21 @@ class _ViewState:
     kept: dict[int, _Occurrence] = field(default_factory=dict)
     # windowed rule index -> next throttle position, in UTF-8 bytes of this view.
     next_check: dict[int, int] = field(default_factory=dict)
+    # The last QUOTE_CHARS characters (not reset at a channel switch): evidence quotes.
+    quote: str = ""
+    # Segments (BlockRepeat): the pending one, the kept ones, and what came after the last kept.
+    seg_text: str = ""
+    segments: deque[_Segment] = field(default_factory=deque)
+    seg_serial: int = 0
+    tail_gap: int = 0
+    # Words (VocabCollapse): the pending one, the kept ones (folded), their starts.
+    word: str = ""
+    word_start: int = 0
+    words: deque[str] = field(default_factory=deque)
+    word_starts: deque[int] = field(default_factory=deque)
+    word_serial: int = 0
+    # windowed rule index -> the segment / word serial at its previous check.
+    seen_serial: dict[int, int] = field(default_factory=dict)
 
     def clear_quote_state(self) -> None:
         self.backticks = 0
@@ -363,6 +432,7 @@ class Watcher:
             pending: list[_Pending] = []
             for plan in self._ruleset._plans:
                 view = state.views[plan.name]
+                self._end_pieces(plan, view)
                 if view.pending:
                     pending.extend(self._end_line(plan, view))
             for plan in self._ruleset._plans:
@@ -433,6 +503,7 @@ class Watcher:
         if view is None:
             return []
         plan = next(p for p in self._ruleset._plans if p.name == "combined")
+        self._end_pieces(plan, view)
         pending = self._end_line(plan, view)
         view.recent = ""            # phrase automata to the start state; the tail barrier
         view.clear_quote_state()
@@ -448,6 +519,10 @@ class Watcher:
         view.recent += c
         if len(view.recent) > 2 * plan.recent_chars:
             view.recent = view.recent[-plan.recent_chars:]
+        if plan.segments or plan.words:
+            view.quote += c
+            if len(view.quote) > 2 * QUOTE_CHARS:
+                view.quote = view.quote[-QUOTE_CHARS:]
         # 2. phrases ending at c (the gap after the previous occurrence is measured first, so an
         #    occurrence that starts at c sees where the gap ended)
         if view.after_occurrence and view.gap_end is None:
@@ -470,9 +545,19 @@ class Watcher:
             view.corner = True
         elif c == "」":
             view.corner = False
-        # 4. line builder (the end of a line also clears the quote state)
+        # 4a. segments and words (before the line builder: a word or segment that ends at a
+        #     newline sees the fence state of its own line)
+        if plan.segments:
+            self._segment_char(plan, view, c)
+        if plan.words:
+            self._word_char(plan, view, c)
+        # 4. line builder (the end of a line also clears the quote state); BlockRepeat rules
+        #    are also checked at every newline
         if c == "\n":
             out.extend(self._end_line(plan, view))
+            for index in plan.windowed_rules:
+                if isinstance(self._rule(index), BlockRepeat):
+                    out.extend(self._check(index, view))
         else:
             view.pending += c
         # 5. throttle
@@ -482,6 +567,62 @@ class Watcher:
                 out.extend(self._check(index, view))
                 view.next_check[index] = (view.bytes // every + 1) * every
         return out
+
+    def _segment_char(self, plan: _ViewPlan, view: _ViewState, c: str) -> None:
+        prev = view.seg_text[-1:]
+        before = view.seg_text[-2:-1]       # a list number ("12. ") does not end a sentence
+        view.seg_text += c
+        view.tail_gap += 1
+        if (c == "\n" or c in _CJK_SENTENCE_END
+                or (prev and prev in _SENTENCE_END and not "0" <= before <= "9"
+                    and c.isspace())):
+            self._end_segment(plan, view)
+
+    def _end_segment(self, plan: _ViewPlan, view: _ViewState) -> None:
+        """The pending segment is complete: keep it when it holds a word character."""
+        raw = view.seg_text
+        view.seg_text = ""
+        stripped = raw.strip()
+        if not raw or not any(_is_word_char(ch) for ch in stripped):
+            return
+        # lengths and letters count up to 65535 (the native engine keeps them in 16 bits)
+        view.segments.append(_Segment(stripped, _skeleton(stripped), min(view.tail_gap, 65535),
+                                      min(len(raw), 65535), min(_letters(stripped), 65535)))
+        view.tail_gap = 0
+        view.seg_serial += 1
+        if len(view.segments) > plan.segments:
+            view.segments.popleft()
+
+    def _word_char(self, plan: _ViewPlan, view: _ViewState, c: str) -> None:
+        if _is_word_char(c):
+            if not view.word:
+                view.word_start = view.chars - 1
+            view.word += c
+        else:
+            self._end_word(plan, view)
+
+    def _end_word(self, plan: _ViewPlan, view: _ViewState) -> None:
+        word = view.word
+        if not word:
+            return
+        view.word = ""
+        if self._ruleset._options.mask_code_fences and view.inside_fence:
+            return
+        cap = plan.words
+        view.words.append(_fold(word))
+        view.word_starts.append(view.word_start)
+        view.word_serial += 1
+        if len(view.words) > cap:
+            view.words.popleft()
+        if len(view.word_starts) > 8:
+            view.word_starts.popleft()
+
+    def _end_pieces(self, plan: _ViewPlan, view: _ViewState) -> None:
+        """A channel switch or finish(): the pending word and segment end."""
+        if plan.words:
+            self._end_word(plan, view)
+        if plan.segments and view.seg_text:
+            self._end_segment(plan, view)
 
     def _match_phrases(self, plan: _ViewPlan, view: _ViewState, c: str) -> list[_Pending]:
         """Step 2: every phrase occurrence ending at ``c`` (the last character of
@@ -546,6 +687,8 @@ class Watcher:
                 return out
         if len(stripped) < options.min_line_chars:
             return out
+        if not any(_is_word_char(ch) for ch in stripped[:EVIDENCE_LINE_CHARS]):
+            return out      # a structure line (border, divider, blank art) never counts
         view.window.append(stripped)
         if len(view.window) > options.line_window:
             view.window.popleft()
@@ -558,9 +701,14 @@ class Watcher:
         rule = self._rule(index)
         check, reads = _DETECTORS[rule.detector]
         if reads == "tail":
-            if self._ruleset._options.mask_code_fences and view.inside_fence:
-                return []
             evidence = check(rule, view.recent)
+        elif reads in ("segments", "words"):
+            # checked only when a segment (word) was kept since this rule's previous check
+            serial = view.seg_serial if reads == "segments" else view.word_serial
+            if view.seen_serial.get(index, 0) == serial:
+                return []
+            view.seen_serial[index] = serial
+            evidence = check(rule, view)
         else:
             evidence = check(rule, list(view.window))
         if evidence is None:
@@ -723,6 +871,20 @@ def _periodic_suffix_len(s: str, p: int) -> int:
     return lo
 
 
+def _readable(unit: str) -> str:
+    """The rotation of a periodic unit that starts at a line start: after its first newline
+    (counted circularly, so a unit ending in a newline stays as it is); without a newline, at its
+    first word start (a non-whitespace character after whitespace); else the unit as it is."""
+    p = len(unit)
+    for j in range(p):
+        if unit[j - 1] == "\n":
+            return unit[j:] + unit[:j]
+    for j in range(p):
+        if unit[j - 1].isspace() and not unit[j].isspace():
+            return unit[j:] + unit[:j]
+    return unit
+
+
 def _tail_repeat(rule: TailRepeat, recent: str) -> dict[str, Any] | None:
     s = recent[-rule.window_chars:]
     for p in range(1, min(rule.max_period, len(s)) + 1):
@@ -731,17 +893,79 @@ def _tail_repeat(rule: TailRepeat, recent: str) -> dict[str, Any] | None:
             continue
         unit = s[-p:]
         if any(_is_word_char(ch) for ch in unit):
+            unit = _readable(unit)
             return {"unit": unit[:EVIDENCE_LINE_CHARS], "period": p, "repeats": length // p}
     return None
 
 
+
+def _quote(view: _ViewState, back: int) -> str | None:
+    """The view's text from ``back`` characters before its end (None when not kept)."""
+    if back > QUOTE_CHARS or back > view.chars:
+        return None
+    return view.quote[len(view.quote) - back:]
+
+
+def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
+    segs = list(view.segments)
+    n = len(segs)
+
+    def key(i: int) -> str:
+        return segs[i].skeleton if rule.near else segs[i].exact
+
+    for p in range(1, min(rule.max_period, n // rule.min_repeats) + 1):
+        span = (rule.min_repeats - 1) * p
+        if any(key(n - 1 - i) != key(n - 1 - i - p) for i in range(span)):
+            continue
+        # the smallest period with min_repeats copies decides: the unit must hold enough
+        # letters and its run enough characters (a larger period would repeat the same text)
+        unit = segs[n - p:]
+        if sum(s.letters for s in unit) < rule.min_letters * p:
+            return None
+        i = span
+        while n - 1 - i - p >= 0 and key(n - 1 - i) == key(n - 1 - i - p):
+            i += 1
+        length = i + p                      # segments of the periodic run
+        if sum(s.gap for s in segs[n - length:]) < rule.min_chars:
+            return None
+        chars = sum(s.gap for s in unit)
+        start = n - length
+        first = n - p + (start - (n - p)) % p
+        line = ""
+        end_back = view.tail_gap + sum(s.gap for s in segs[first + 1:])
+        for g in range(first, n):
+            if g > first:
+                end_back -= segs[g].gap
+            text = _quote(view, end_back + segs[g].raw)
+            if text is not None:
+                line = text[:segs[g].raw].strip()[:EVIDENCE_LINE_CHARS]
+                break
+        return {"line": line, "period": p, "repeats": length // p, "total": chars}
+    return None
+
+
+def _vocab_collapse(rule: VocabCollapse, view: _ViewState) -> dict[str, Any] | None:
+    if len(view.words) < rule.words:
+        return None
+    last = list(view.words)[-rule.words:]
+    distinct = len(set(last))
+    if distinct > rule.max_distinct:
+        return None
+    start = view.word_starts[0]
+    text = _quote(view, view.chars - start)
+    line = text[:EVIDENCE_LINE_CHARS] if text is not None else ""
+    return {"line": line, "count": distinct, "total": rule.words}
+
+
 #: The windowed detectors by ``Rule.detector``: the check and what it reads, ``"window"`` (the
-#: lines of the view's window) or ``"tail"`` (the text since the barrier, ``recent``; skipped
-#: inside a masked code fence).
+#: lines of the view's window), ``"tail"`` (the text since the barrier, ``recent``),
+#: ``"segments"`` or ``"words"`` (the view's state: its kept segments or words).
 _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] = {
     "line-repeat": (_line_repeat, "window"),
     "line-cycle": (_line_cycle, "window"),
     "filler-lines": (_filler_lines, "window"),
     "prefix-monotony": (_prefix_monotony, "window"),
     "tail-repeat": (_tail_repeat, "tail"),
+    "block-repeat": (_block_repeat, "segments"),
+    "vocab-collapse": (_vocab_collapse, "words"),
 }

@@ -13,7 +13,7 @@ Rule families:
 * per-delta ("incremental") rules: :class:`Phrases`, :class:`Marker`, :class:`TimeAnxiety`,
   :class:`ContextAnxiety` — one Aho–Corasick automaton per channel view holds them all;
 * throttled ("windowed") rules: :class:`LineRepeat`, :class:`LineCycle`, :class:`FillerLines`,
-  :class:`PrefixMonotony`, :class:`TailRepeat` — checked at fixed stream positions, every
+  :class:`PrefixMonotony`, :class:`TailRepeat`, :class:`BlockRepeat`, :class:`VocabCollapse` — checked at fixed stream positions, every
   ``every_bytes`` UTF-8 bytes of their view, and once more at ``finish()``.
 """
 
@@ -31,9 +31,10 @@ from .errors import ArgumentTypeError, ArgumentValueError, RuleTypeError, RuleVa
 __all__ = [
     "CHANNELS", "FEED_CHANNELS", "ACTIONS", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
-    "RulesetOptions", "check_rules", "DEFAULT_FILLERS", "DEFAULT_DELIMITERS",
+    "BlockRepeat", "VocabCollapse", "RulesetOptions", "check_rules", "DEFAULT_FILLERS",
+    "DEFAULT_DELIMITERS",
     "MAX_PHRASE_CHARS", "MAX_PHRASES", "MAX_PHRASE_BYTES", "EVIDENCE_LINE_CHARS",
-    "RULE_TYPES", "KINDS",
+    "RULE_TYPES", "KINDS", "MAX_BLOCK_SEGMENTS", "MAX_SEGMENT_EVERY_BYTES", "QUOTE_CHARS",
 ]
 
 #: Channel views a rule can watch. ``combined`` receives both fed channels in arrival order.
@@ -53,6 +54,8 @@ MAX_PHRASES: int = _limits.MAX_PHRASES
 MAX_PHRASE_BYTES: int = _limits.MAX_PHRASE_BYTES
 #: Line evidence keeps this many leading code points of a line.
 EVIDENCE_LINE_CHARS: int = _limits.EVIDENCE_CHARS
+#: BlockRepeat and VocabCollapse quote their evidence from the last this many characters.
+QUOTE_CHARS = 1024
 
 #: Filler characters: single CJK acknowledgement and function
 #: words that degenerate reasoning repeats on short lines (``做。``, ``好。``, ``嗯，简洁。``).
@@ -528,11 +531,105 @@ class TailRepeat(Rule):
         _int(self, "min_chars", 2, self.window_chars)
 
 
+#: Most segments a view keeps for its BlockRepeat rules (max_period x min_repeats).
+MAX_BLOCK_SEGMENTS: int = _limits.MAX_BLOCK_SEGMENTS
+#: Largest every_bytes of a BlockRepeat or VocabCollapse rule: the view reads the characters since
+#: its previous check back from its text ring, which holds at least this many.
+MAX_SEGMENT_EVERY_BYTES: int = _limits.MAX_SEGMENT_EVERY_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRepeat(Rule):
+    """A block of text repeated back to back: 1 to ``max_period`` segments, ``min_repeats`` times.
+
+    The view is cut into *segments*: a segment ends after a newline, after whitespace that
+    follows ``.`` ``!`` ``?`` or ``;`` (not preceded by a digit: ``12. `` numbers a list
+    item), and after ``。`` ``！`` ``？`` ``；`` — so lines, and the sentences of a paragraph
+    without newlines. Segments without a word character (blank lines,
+    borders, ``}``) are left out. Fires when the last ``min_repeats x p`` segments are one unit of
+    ``p`` segments repeated, for the smallest such ``p``, when that unit holds at least
+    ``min_letters`` letters (word characters other than ASCII digits) per segment on average —
+    so ``# x # = #``, ``| row # | # |`` or a cycle of two-character lines never counts — and the
+    whole periodic run at the end of the view spans at least ``min_chars`` characters. Inside
+    code fences too. With ``near=True`` segments are compared by their
+    *skeleton* (digit runs -> ``#``, ASCII letters lower-cased, whitespace runs -> one space),
+    so ``Step 14: ...`` / ``Step 15: ...`` or a class repeated with a counter count as copies.
+    Evidence: ``line`` (the first segment of the unit, from its start, 40 characters),
+    ``period`` (segments per copy), ``repeats`` (copies in view), ``total`` (characters per copy).
+    """
+
+    kind: ClassVar[str] = "block-repeat"
+    detector: ClassVar[str] = "block-repeat"
+    windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("line", "period", "repeats", "total")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "near", "max_period", "min_repeats", "min_chars", "min_letters")
+    topic: ClassVar[str] = "loop"
+
+    id: str
+    near: bool = False
+    max_period: int = 128
+    min_repeats: int = 3
+    min_chars: int = 60
+    min_letters: int = 4
+    every_bytes: int = 128
+    channel: str = "combined"
+    action: str = "abort"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _bool(self, "near")
+        _int(self, "max_period", 1, _limits.MAX_BLOCK_PERIOD)
+        _int(self, "min_repeats", 2, _limits.MAX_BLOCK_REPEATS)
+        _int(self, "min_chars", 1, _MAX_COUNT)
+        _int(self, "min_letters", 0, _MAX_COUNT)
+        _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
+        if self.max_period * self.min_repeats > MAX_BLOCK_SEGMENTS:
+            raise RuleValueError(
+                f"{_who(self)}: max_period x min_repeats must be at most {MAX_BLOCK_SEGMENTS},"
+                f" got {self.max_period} x {self.min_repeats}")
+
+
+@dataclass(frozen=True, slots=True)
+class VocabCollapse(Rule):
+    """Output collapsed onto a handful of words: among the last ``words`` words of the view at
+    most ``max_distinct`` distinct ones (ASCII letters folded to lower case).
+
+    A word is a maximal run of word characters (ASCII letters and digits; above U+0080 any
+    character that is not whitespace, general punctuation, symbols or CJK punctuation). Words
+    inside code fences are left out when the ruleset masks fences. Evidence: ``count`` (distinct
+    words), ``total`` (``words``), ``line`` (the text from the start of the eighth-to-last word,
+    40 characters).
+    """
+
+    kind: ClassVar[str] = "vocab-collapse"
+    detector: ClassVar[str] = "vocab-collapse"
+    windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("line", "count", "total")
+    engine_fields: ClassVar[tuple[str, ...]] = ("every_bytes", "words", "max_distinct")
+    topic: ClassVar[str] = "loop"
+
+    id: str
+    words: int = 80
+    max_distinct: int = 8
+    every_bytes: int = 128
+    channel: str = "combined"
+    action: str = "abort"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "words", 2, _limits.MAX_VOCAB_WORDS)
+        _int(self, "max_distinct", 1, self.words - 1)
+        _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
+
+
 #: Every rule class, in the order the documentation lists them. A new rule kind is added here
 #: (and in the engines: see README, "Architecture").
 RULE_TYPES: tuple[type[Rule], ...] = (
     Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
-    PrefixMonotony, TailRepeat,
+    PrefixMonotony, TailRepeat, BlockRepeat, VocabCollapse,
 )
 #: The rule class of each detection kind.
 KINDS: dict[str, type[Rule]] = {cls.kind: cls for cls in RULE_TYPES}

@@ -44,20 +44,8 @@ from typing import Any, NoReturn
 
 from .errors import ContextCareError
 from .presets import DEFAULT_OPTIONS, default_rules
-from .rules import (
-    ContextAnxiety,
-    FillerLines,
-    LineCycle,
-    LineRepeat,
-    Marker,
-    Phrases,
-    PrefixMonotony,
-    Rule,
-    RulesetOptions,
-    TailRepeat,
-    TimeAnxiety,
-    check_rules,
-)
+from .rules import RULE_TYPES as _RULE_CLASSES
+from .rules import Rule, RulesetOptions, check_rules
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,11 +61,7 @@ MAX_RULES_FILE_BYTES = 4 << 20
 MAX_TOML_DEPTH = 32
 
 #: The rule classes a rules file may name in ``type``.
-RULE_TYPES: dict[str, type[Rule]] = {
-    cls.__name__: cls
-    for cls in (Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
-                PrefixMonotony, TailRepeat)
-}
+RULE_TYPES: dict[str, type[Rule]] = {cls.__name__: cls for cls in _RULE_CLASSES}
 
 _TOP_KEYS = ("defaults", "options", "rules")
 _OPTION_FIELDS = ("line_window", "min_line_chars", "evidence_chars", "mask_code_fences")

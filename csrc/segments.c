@@ -1,0 +1,379 @@
+#include "segments.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+#define H32_OFFSET 2166136261u
+#define H32_PRIME 16777619u
+
+enum { FST_START, FST_TICKS, FST_TAG, FST_NO };
+
+static inline uint32_t h32(uint32_t h, uint32_t cp) { return (h ^ cp) * H32_PRIME; }
+static inline uint32_t fold(uint32_t cp) { return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp; }
+static inline uint16_t sat16(uint32_t x) { return x > 65535u ? 65535u : (uint16_t)x; }
+static inline int is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
+static inline int ascii_end(uint32_t cp) { return cp == '.' || cp == '!' || cp == '?' || cp == ';'; }
+static inline int cjk_end(uint32_t cp) {
+    return cp == 0x3002 || cp == 0xFF01 || cp == 0xFF1F || cp == 0xFF1B;
+}
+static inline int fence_tag(uint32_t cp) {
+    return (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || is_digit(cp) || cp == '_' ||
+           cp == '+' || cp == '-';
+}
+
+static void seg_reset(cc_segscan *s) {
+    s->he_all = s->he_commit = s->hs = H32_OFFSET;
+    s->raw = s->letters = s->digits = 0;
+    s->started = s->in_digits = s->pend_space = s->prev_end = s->prev_digit = 0;
+}
+
+static void line_reset(cc_segscan *s, int mask_fences) {
+    s->fence_st = mask_fences ? FST_START : FST_NO;
+    s->fence_k = s->fence_ch = 0;
+    s->line_started = s->line_gap = 0;
+}
+
+cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences) {
+    cc_segscan *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->scap = scap;
+    s->wcap = wcap;
+    if (scap) {
+        s->sexact = malloc(scap * sizeof *s->sexact);
+        s->sskel = malloc(scap * sizeof *s->sskel);
+        s->sgap = malloc(scap * sizeof *s->sgap);
+        s->sraw = malloc(scap * sizeof *s->sraw);
+        s->sletters = malloc(scap * sizeof *s->sletters);
+        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters) goto oom;
+    }
+    if (wcap) {
+        s->words = malloc(wcap * sizeof *s->words);
+        if (!s->words) goto oom;
+    }
+    seg_reset(s);
+    line_reset(s, mask_fences);
+    return s;
+oom:
+    cc_segscan_free(s);
+    return NULL;
+}
+
+void cc_segscan_free(cc_segscan *s) {
+    if (!s) return;
+    free(s->sexact);
+    free(s->sskel);
+    free(s->sgap);
+    free(s->sraw);
+    free(s->sletters);
+    free(s->words);
+    free(s);
+}
+
+static void *dup(const void *p, size_t n) {
+    if (!p) return NULL;
+    void *q = malloc(n ? n : 1);
+    if (q) memcpy(q, p, n);
+    return q;
+}
+
+cc_segscan *cc_segscan_copy(const cc_segscan *s) {
+    cc_segscan *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *s;
+    c->sexact = dup(s->sexact, s->scap * sizeof *s->sexact);
+    c->sskel = dup(s->sskel, s->scap * sizeof *s->sskel);
+    c->sgap = dup(s->sgap, s->scap * sizeof *s->sgap);
+    c->sraw = dup(s->sraw, s->scap * sizeof *s->sraw);
+    c->sletters = dup(s->sletters, s->scap * sizeof *s->sletters);
+    c->words = dup(s->words, s->wcap * sizeof *s->words);
+    if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters)) ||
+        (s->wcap && !c->words)) {
+        cc_segscan_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+size_t cc_segscan_memory(const cc_segscan *s) {
+    if (!s) return 0;
+    return sizeof *s + (size_t)s->scap * 14 + (size_t)s->wcap * 4;
+}
+
+static void end_segment(cc_segscan *s) {
+    if (!s->raw) return;
+    if (s->letters + s->digits && s->scap) {
+        uint32_t i = s->spos;
+        s->sexact[i] = s->he_commit;
+        s->sskel[i] = s->hs;
+        s->sgap[i] = sat16(s->tail_gap);
+        s->sraw[i] = sat16(s->raw);
+        s->sletters[i] = sat16(s->letters);
+        s->spos = i + 1 == s->scap ? 0 : i + 1;
+        if (s->sn < s->scap) s->sn++;
+        s->seg_serial++;
+        s->tail_gap = 0;
+    }
+    seg_reset(s);
+}
+
+static void end_word(cc_segscan *s, int mask_fences) {
+    if (!s->in_word) return;
+    s->in_word = 0;
+    if (mask_fences && s->fence_inside) return;
+    s->words[s->wpos] = s->hw;
+    s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
+    if (s->wn < s->wcap) s->wn++;
+    s->word_serial++;
+    s->wstart[s->wspos] = s->word_start;
+    s->wspos = (s->wspos + 1) & 7;
+    if (s->wsn < 8) s->wsn++;
+}
+
+static void fence_char(cc_segscan *s, uint32_t cp) {
+    /* cp is not whitespace; the line may still be a fence line */
+    if (s->line_started && s->line_gap) {
+        s->fence_st = FST_NO;
+        return;
+    }
+    switch (s->fence_st) {
+    case FST_START:
+        if (cp == '`' || cp == '~') {
+            s->fence_st = FST_TICKS;
+            s->fence_ch = cp;
+            s->fence_k = 1;
+        } else {
+            s->fence_st = FST_NO;
+        }
+        break;
+    case FST_TICKS:
+        if (cp == s->fence_ch) s->fence_k++;
+        else if (s->fence_k >= 3 && fence_tag(cp)) s->fence_st = FST_TAG;
+        else s->fence_st = FST_NO;
+        break;
+    case FST_TAG:
+        if (!fence_tag(cp)) s->fence_st = FST_NO;
+        break;
+    default: break;
+    }
+}
+
+/* Character classes of ASCII for the scan. */
+enum { C_SPACE = 1, C_DIGIT = 2, C_WORD = 4, C_END = 8, C_NL = 16 };
+static const uint8_t ascii_cls[128] = {
+    [0x09] = C_SPACE, [0x0A] = C_SPACE | C_NL, [0x0B] = C_SPACE, [0x0C] = C_SPACE,
+    [0x0D] = C_SPACE, [0x1C] = C_SPACE, [0x1D] = C_SPACE, [0x1E] = C_SPACE, [0x1F] = C_SPACE,
+    [0x20] = C_SPACE, ['.'] = C_END, ['!'] = C_END, ['?'] = C_END, [';'] = C_END,
+    ['0'] = C_DIGIT | C_WORD, ['1'] = C_DIGIT | C_WORD, ['2'] = C_DIGIT | C_WORD,
+    ['3'] = C_DIGIT | C_WORD, ['4'] = C_DIGIT | C_WORD, ['5'] = C_DIGIT | C_WORD,
+    ['6'] = C_DIGIT | C_WORD, ['7'] = C_DIGIT | C_WORD, ['8'] = C_DIGIT | C_WORD,
+    ['9'] = C_DIGIT | C_WORD,
+#define W4(a) [a] = C_WORD, [a + 1] = C_WORD, [a + 2] = C_WORD, [a + 3] = C_WORD
+    W4('A'), W4('E'), W4('I'), W4('M'), W4('Q'), W4('U'), ['Y'] = C_WORD, ['Z'] = C_WORD,
+    W4('a'), W4('e'), W4('i'), W4('m'), W4('q'), W4('u'), ['y'] = C_WORD, ['z'] = C_WORD,
+#undef W4
+};
+
+static inline unsigned char_class(uint32_t cp) {
+    if (cp < 0x80) return ascii_cls[cp];
+    if (cc_is_space(cp)) return C_SPACE;
+    return cc_is_word(cp) ? C_WORD : 0;
+}
+
+#if defined(__GNUC__)
+#define SCAN_INLINE static inline __attribute__((always_inline))
+#else
+#define SCAN_INLINE static inline
+#endif
+
+SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fences) {
+    unsigned cls = char_class(cp);
+    int sp = cls & C_SPACE;
+    /* the character before this one was an ASCII digit ("12. " numbers a list item) */
+    int digit_before = s->prev_digit;
+    s->prev_digit = (uint8_t)((cls & C_DIGIT) != 0);
+    if (s->scap) {
+        s->raw++;
+        s->tail_gap++;
+        if (!sp) {
+            if (!s->started) s->started = 1;
+            else if (s->pend_space) s->hs = h32(s->hs, ' ');
+            s->pend_space = 0;
+            s->he_all = h32(s->he_all, cp);
+            s->he_commit = s->he_all;
+            if (cls & C_DIGIT) {
+                if (!s->in_digits) s->hs = h32(s->hs, '#');
+                s->in_digits = 1;
+                s->digits++;
+            } else {
+                s->in_digits = 0;
+                s->hs = h32(s->hs, fold(cp));
+                if (cls & C_WORD) s->letters++;
+            }
+        } else {
+            if (s->started) {
+                s->he_all = h32(s->he_all, cp);
+                s->pend_space = 1;
+            }
+            s->in_digits = 0;
+        }
+        if ((cls & C_NL) || (s->prev_end && sp) || (cp >= 0x3002 && cjk_end(cp))) end_segment(s);
+        else s->prev_end = (uint8_t)((cls & C_END) && !digit_before);
+    }
+    if (s->wcap) {
+        if (cls & C_WORD) {
+            if (!s->in_word) {
+                s->in_word = 1;
+                s->word_start = index;
+                s->hw = H32_OFFSET;
+            }
+            s->hw = h32(s->hw, fold(cp));
+        } else {
+            end_word(s, mask_fences);
+        }
+        if (cls & C_NL) {
+            int fence = s->line_started &&
+                        ((s->fence_st == FST_TICKS && s->fence_k >= 3) || s->fence_st == FST_TAG);
+            if (mask_fences && fence) s->fence_inside ^= 1;
+            line_reset(s, mask_fences);
+        } else if (!sp) {
+            if (s->fence_st != FST_NO) fence_char(s, cp);
+            s->line_started = 1;
+            s->line_gap = 0;
+        } else if (s->line_started) {
+            s->line_gap = 1;
+        }
+    }
+}
+
+void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mask_fences) {
+    uint64_t n = chars - s->scanned;
+    /* only after every rule that needs the scan has fired for good can more than the ring have
+     * passed; what it no longer holds is skipped (nothing can fire on it any more) */
+    if (n > ring->cap) n = ring->cap;
+    uint32_t i = ring->pos >= n ? ring->pos - (uint32_t)n : ring->pos + ring->cap - (uint32_t)n;
+    uint64_t index = chars - n;
+    /* the state in a local copy, so the loop keeps it in registers */
+    cc_segscan t = *s;
+    const uint16_t *lo = ring->lo;
+    const uint8_t *hi = ring->hi;
+    const uint32_t cap = ring->cap;
+    if (hi) {
+        for (uint64_t k = 0; k < n; k++, index++) {
+            step(&t, (uint32_t)lo[i] | ((uint32_t)hi[i] << 16), index, mask_fences);
+            if (++i == cap) i = 0;
+        }
+    } else {
+        for (uint64_t k = 0; k < n; k++, index++) {
+            step(&t, lo[i], index, mask_fences);
+            if (++i == cap) i = 0;
+        }
+    }
+    t.scanned = chars;
+    *s = t;
+}
+
+void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence) {
+    if (s->wcap) end_word(s, mask_fences);
+    if (s->scap) end_segment(s);
+    if (reset_fence) {
+        line_reset(s, mask_fences);
+        s->fence_inside = 0;
+    }
+}
+
+/* The k-th kept segment from the end (k = 0: the newest). */
+static inline uint32_t sidx(const cc_segscan *s, uint32_t k) {
+    return s->spos > k ? s->spos - 1 - k : s->spos + s->scap - 1 - k;
+}
+
+/* Quote `raw` characters that start `back` characters before the end, stripped, 40 at most. */
+static uint32_t quote_stripped(const cc_ring *ring, uint32_t back, uint32_t raw, uint32_t *out) {
+    uint32_t a = 0, b = raw; /* [a, b) of the segment after stripping */
+    while (a < b && cc_is_space(cc_ring_back(ring, back - 1 - a))) a++;
+    while (b > a && cc_is_space(cc_ring_back(ring, back - b))) b--;
+    uint32_t n = 0;
+    for (uint32_t t = a; t < b && n < 40; t++) out[n++] = cc_ring_back(ring, back - 1 - t);
+    return n;
+}
+
+int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                    const cc_block_params *p, cc_block_result *res) {
+    const uint32_t *key = p->near ? s->sskel : s->sexact;
+    uint32_t n = s->sn;
+    uint32_t pmax = p->max_period < n / p->min_repeats ? p->max_period : n / p->min_repeats;
+    for (uint32_t per = 1; per <= pmax; per++) {
+        uint32_t span = (p->min_repeats - 1) * per, i;
+        for (i = 0; i < span; i++)
+            if (key[sidx(s, i)] != key[sidx(s, i + per)]) break;
+        if (i < span) continue;
+        uint32_t letters = 0;
+        for (uint32_t k = 0; k < per; k++) letters += s->sletters[sidx(s, k)];
+        /* the smallest period with min_repeats copies decides (a larger one would repeat the
+         * same text) */
+        if ((uint64_t)letters < (uint64_t)p->min_letters * per) return 0;
+        while (i + per < n && key[sidx(s, i)] == key[sidx(s, i + per)]) i++;
+        uint32_t length = i + per;
+        uint64_t covered = 0;
+        for (uint32_t k = 0; k < length; k++) covered += s->sgap[sidx(s, k)];
+        if (covered < p->min_chars) return 0;
+        uint32_t total = 0;
+        for (uint32_t k = 0; k < per; k++) total += s->sgap[sidx(s, k)];
+        /* the unit's first segment: aligned to the start of the run, in the last copy
+         * (index from the end: 0 = newest) */
+        uint32_t start = n - length;                        /* oldest-first index */
+        /* oldest-first index: n - per + ((start - (n - per)) mod per) */
+        int64_t d = (int64_t)start - (int64_t)(n - per);
+        uint32_t first = (uint32_t)((int64_t)(n - per) + ((d % per) + per) % per);
+        res->period = per;
+        res->repeats = length / per;
+        res->total = total;
+        res->line_chars = 0;
+        uint64_t end_back = s->tail_gap;
+        for (uint32_t g = first + 1; g < n; g++) end_back += s->sgap[sidx(s, n - 1 - g)];
+        for (uint32_t g = first; g < n; g++) {
+            if (g > first) end_back -= s->sgap[sidx(s, n - 1 - g)];
+            uint32_t raw = s->sraw[sidx(s, n - 1 - g)];
+            uint64_t back = end_back + raw;
+            if (back <= CC_QUOTE_CHARS && back <= chars) {
+                res->line_chars = quote_stripped(ring, (uint32_t)back, raw, res->line);
+                break;
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, uint32_t nwords,
+                      uint32_t max_distinct, uint32_t *distinct, uint32_t *line,
+                      uint32_t *line_chars) {
+    if (s->wn < nwords) return 0;
+    uint32_t seen[64], *d = max_distinct < 64 ? seen : malloc((max_distinct + 1) * sizeof *d);
+    if (!d) return -1;
+    uint32_t nd = 0;
+    int hit = 1;
+    for (uint32_t k = 0; k < nwords && hit; k++) {
+        uint32_t i = s->wpos > k ? s->wpos - 1 - k : s->wpos + s->wcap - 1 - k;
+        uint32_t h = s->words[i], j;
+        for (j = 0; j < nd; j++)
+            if (d[j] == h) break;
+        if (j == nd) {
+            if (nd == max_distinct) hit = 0;
+            else d[nd++] = h;
+        }
+    }
+    if (d != seen) free(d);
+    if (!hit) return 0;
+    *distinct = nd;
+    *line_chars = 0;
+    uint64_t start = s->wsn < 8 ? s->wstart[0] : s->wstart[s->wspos];
+    uint64_t back = chars - start;
+    if (back <= CC_QUOTE_CHARS && back <= chars) {
+        uint32_t n = back < 40 ? (uint32_t)back : 40;
+        for (uint32_t t = 0; t < n; t++) line[t] = cc_ring_back(ring, (uint32_t)(back - 1 - t));
+        *line_chars = n;
+    }
+    return 1;
+}

@@ -1,0 +1,82 @@
+/* Segments and words of a view, for BlockRepeat and VocabCollapse (docs/semantics.md).
+ *
+ * They are cut lazily: the hot loops only fill the view's text ring, and when one of these rules
+ * is checked (at its throttle point, a channel switch or finish) the characters fed since the
+ * previous scan are read back from the ring and cut here. The ring holds at least as many
+ * characters as the largest every_bytes of these rules (plus one character's slack), so nothing
+ * is lost between two scans. A segment is kept as two 32-bit hashes (exact text, skeleton), its
+ * length and its letters: 14 bytes; a word as one hash. */
+#ifndef CC_SEGMENTS_H
+#define CC_SEGMENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ring.h"
+
+#define CC_QUOTE_CHARS 1024
+
+typedef struct cc_segscan {
+    uint64_t scanned;      /* characters of the view already cut */
+    /* the pending segment */
+    uint32_t he_all, he_commit, hs; /* exact hash through the last char / last non-space;
+                                       skeleton hash */
+    uint32_t raw, tail_gap;         /* its characters; characters since the last kept segment */
+    uint32_t letters, digits;
+    uint8_t started, in_digits, pend_space, prev_end, prev_digit;
+    /* the pending word */
+    uint8_t in_word;
+    uint32_t hw;
+    uint64_t word_start;
+    /* fence state of the current line (words inside fences are left out when masking) */
+    uint8_t fence_st, fence_inside, line_started, line_gap;
+    uint32_t fence_k, fence_ch;
+    /* kept segments: a ring of scap, sn live, spos = next write */
+    uint32_t scap, sn, spos;
+    uint64_t seg_serial;
+    uint32_t *sexact, *sskel;
+    uint16_t *sgap, *sraw, *sletters;
+    /* kept words */
+    uint32_t wcap, wn, wpos;
+    uint64_t word_serial;
+    uint32_t *words;
+    uint64_t wstart[8];
+    uint32_t wsn, wspos;
+} cc_segscan;
+
+/* A scanner keeping scap segments and wcap words (either may be 0); NULL when out of memory. */
+cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences);
+void cc_segscan_free(cc_segscan *s);
+cc_segscan *cc_segscan_copy(const cc_segscan *s);
+size_t cc_segscan_memory(const cc_segscan *s);
+
+/* Cut the characters fed since the previous scan: the view has seen `chars` characters, the
+ * last of them in `ring`. */
+void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mask_fences);
+/* A channel switch or finish(): the pending word and segment end; `reset_fence`: a switch
+ * (the line and its fence state end too). */
+void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence);
+
+typedef struct cc_block_params {
+    int near;
+    uint32_t max_period, min_repeats, min_chars, min_letters;
+} cc_block_params;
+
+typedef struct cc_block_result {
+    uint32_t period, repeats, total;
+    uint32_t line_chars;
+    uint32_t line[40];
+} cc_block_result;
+
+/* BlockRepeat over the kept segments; the quote comes from the ring (the view has seen
+ * `chars`). Returns 1 and fills res on a hit. */
+int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                    const cc_block_params *p, cc_block_result *res);
+
+/* VocabCollapse: 1 and the number of distinct words among the last `nwords` when at most
+ * max_distinct; the quote (from the eighth-to-last word's start) in line/line_chars. */
+int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, uint32_t nwords,
+                      uint32_t max_distinct, uint32_t *distinct, uint32_t *line,
+                      uint32_t *line_chars);
+
+#endif
