@@ -46,7 +46,10 @@ cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences) {
         s->sgap = malloc(scap * sizeof *s->sgap);
         s->sraw = malloc(scap * sizeof *s->sraw);
         s->sletters = malloc(scap * sizeof *s->sletters);
-        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters) goto oom;
+        s->fpe = malloc(2 * (size_t)scap);
+        s->fps = malloc(2 * (size_t)scap);
+        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters || !s->fpe || !s->fps)
+            goto oom;
     }
     if (wcap) {
         s->words = malloc(wcap * sizeof *s->words);
@@ -67,6 +70,8 @@ void cc_segscan_free(cc_segscan *s) {
     free(s->sgap);
     free(s->sraw);
     free(s->sletters);
+    free(s->fpe);
+    free(s->fps);
     free(s->words);
     free(s);
 }
@@ -87,8 +92,11 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     c->sgap = dup(s->sgap, s->scap * sizeof *s->sgap);
     c->sraw = dup(s->sraw, s->scap * sizeof *s->sraw);
     c->sletters = dup(s->sletters, s->scap * sizeof *s->sletters);
+    c->fpe = dup(s->fpe, 2 * (size_t)s->scap);
+    c->fps = dup(s->fps, 2 * (size_t)s->scap);
     c->words = dup(s->words, s->wcap * sizeof *s->words);
-    if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters)) ||
+    if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters ||
+                     !c->fpe || !c->fps)) ||
         (s->wcap && !c->words)) {
         cc_segscan_free(c);
         return NULL;
@@ -98,8 +106,10 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
 
 size_t cc_segscan_memory(const cc_segscan *s) {
     if (!s) return 0;
-    return sizeof *s + (size_t)s->scap * 14 + (size_t)s->wcap * 4;
+    return sizeof *s + (size_t)s->scap * 18 + (size_t)s->wcap * 4;
 }
+
+static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24)); }
 
 static void end_segment(cc_segscan *s) {
     if (!s->raw) return;
@@ -111,6 +121,10 @@ static void end_segment(cc_segscan *s) {
         s->sraw[i] = sat16(s->raw);
         s->sletters[i] = sat16(s->letters);
         s->spos = i + 1 == s->scap ? 0 : i + 1;
+        uint32_t f = s->fpos ? s->fpos - 1 : s->scap - 1;
+        s->fpe[f] = s->fpe[f + s->scap] = fingerprint(s->he_commit);
+        s->fps[f] = s->fps[f + s->scap] = fingerprint(s->hs);
+        s->fpos = f;
         if (s->sn < s->scap) s->sn++;
         s->seg_serial++;
         s->tail_gap = 0;
@@ -179,6 +193,12 @@ static inline unsigned char_class(uint32_t cp) {
     if (cp < 0x80) return ascii_cls[cp];
     if (cc_is_space(cp)) return C_SPACE;
     return cc_is_word(cp) ? C_WORD : 0;
+}
+
+/* A word character that is not an ASCII digit and does not end a segment (letters, CJK). */
+static inline int plain_word(uint32_t cp) {
+    if (cp < 0x80) return ascii_cls[cp] == C_WORD;
+    return char_class(cp) == C_WORD && !(cp >= 0x3002 && cjk_end(cp));
 }
 
 #if defined(__GNUC__)
@@ -252,6 +272,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
     /* only after every rule that needs the scan has fired for good can more than the ring have
      * passed; what it no longer holds is skipped (nothing can fire on it any more) */
     if (n > ring->cap) n = ring->cap;
+    if (!n) return;
     uint32_t i = ring->pos >= n ? ring->pos - (uint32_t)n : ring->pos + ring->cap - (uint32_t)n;
     uint64_t index = chars - n;
     /* the state in a local copy, so the loop keeps it in registers */
@@ -259,16 +280,93 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
     const uint16_t *lo = ring->lo;
     const uint8_t *hi = ring->hi;
     const uint32_t cap = ring->cap;
-    if (hi) {
-        for (uint64_t k = 0; k < n; k++, index++) {
-            step(&t, (uint32_t)lo[i] | ((uint32_t)hi[i] << 16), index, mask_fences);
-            if (++i == cap) i = 0;
+    const int need_s = t.scap != 0, need_w = t.wcap != 0;
+    for (uint64_t k = 0; k < n;) {
+        uint32_t cp = hi ? (uint32_t)lo[i] | ((uint32_t)hi[i] << 16) : lo[i];
+        if (plain_word(cp) && (!need_w || t.fence_st == FST_NO || t.fence_st == FST_START)) {
+            /* the common case, a run of letters (ASCII or not, no digit): only the hashes and
+             * counters move; what step() would do, without its branches */
+            if (need_s) {
+                if (!t.started) t.started = 1;
+                else if (t.pend_space) t.hs = h32(t.hs, ' ');
+                t.pend_space = 0;
+            }
+            if (need_w) {
+                if (!t.in_word) {
+                    t.in_word = 1;
+                    t.word_start = index;
+                    t.hw = H32_OFFSET;
+                }
+                /* a letter never opens a fence line; it ends the recogniser's hopes */
+                t.fence_st = FST_NO;
+                t.line_started = 1;
+                t.line_gap = 0;
+            }
+            uint32_t he = t.he_all, hs = t.hs, hw = t.hw, run = 0;
+            if (!hi) {
+                /* up to the end of the ring's storage or of the characters to scan */
+                uint64_t left = n - k;
+                const uint16_t *q = lo + i, *end = lo + (cap - i < left ? cap : i + left);
+                do {
+                    uint32_t c = *q, f = fold(c);
+                    he = h32(he, c);
+                    hs = h32(hs, f);
+                    hw = h32(hw, f);
+                    q++;
+                } while (q < end && plain_word(*q));
+                run = (uint32_t)(q - (lo + i));
+                i += run;
+                if (i == cap) i = 0;
+                k += run;
+            } else {
+                for (;;) {
+                    uint32_t f = fold(cp);
+                    he = h32(he, cp);
+                    hs = h32(hs, f);
+                    hw = h32(hw, f);
+                    run++;
+                    if (++i == cap) i = 0;
+                    if (++k == n) break;
+                    cp = (uint32_t)lo[i] | ((uint32_t)hi[i] << 16);
+                    if (!plain_word(cp)) break;
+                }
+            }
+            index += run;
+            t.prev_digit = 0;
+            if (need_s) {
+                t.he_all = t.he_commit = he;
+                t.hs = hs;
+                t.raw += run;
+                t.tail_gap += run;
+                t.letters += run;
+                t.in_digits = 0;
+                t.prev_end = 0;
+            }
+            if (need_w) t.hw = hw;
+            continue;
         }
-    } else {
-        for (uint64_t k = 0; k < n; k++, index++) {
-            step(&t, lo[i], index, mask_fences);
-            if (++i == cap) i = 0;
+        if (cp == ' ' && !t.prev_end) {
+            /* a space that ends no segment: what step() would do */
+            t.prev_digit = 0;
+            if (need_s) {
+                t.raw++;
+                t.tail_gap++;
+                if (t.started) {
+                    t.he_all = h32(t.he_all, ' ');
+                    t.pend_space = 1;
+                }
+                t.in_digits = 0;
+            }
+            if (need_w) {
+                if (t.in_word) end_word(&t, mask_fences);
+                if (t.line_started) t.line_gap = 1;
+            }
+        } else {
+            step(&t, cp, index, mask_fences);
         }
+        index++;
+        k++;
+        if (++i == cap) i = 0;
     }
     t.scanned = chars;
     *s = t;
@@ -303,7 +401,16 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
     const uint32_t *key = p->near ? s->sskel : s->sexact;
     uint32_t n = s->sn;
     uint32_t pmax = p->max_period < n / p->min_repeats ? p->max_period : n / p->min_repeats;
-    for (uint32_t per = 1; per <= pmax; per++) {
+    if (!pmax) return 0;
+    /* candidate periods: where the newest segment's key byte recurs (memchr over the newest
+     * first bytes), then the keys themselves */
+    const uint8_t *fp = (p->near ? s->fps : s->fpe) + s->fpos;
+    const uint32_t newest = key[sidx(s, 0)];
+    for (uint32_t per = 0;;) {
+        const uint8_t *at = memchr(fp + per + 1, fp[0], pmax - per);
+        if (!at) return 0;
+        per = (uint32_t)(at - fp);
+        if (key[sidx(s, per)] != newest) continue;
         uint32_t span = (p->min_repeats - 1) * per, i;
         for (i = 0; i < span; i++)
             if (key[sidx(s, i)] != key[sidx(s, i + per)]) break;

@@ -36,6 +36,10 @@ typedef struct cc_segscan {
     uint64_t seg_serial;
     uint32_t *sexact, *sskel;
     uint16_t *sgap, *sraw, *sletters;
+    /* one byte of each key, newest first: fpe[fpos + k] is the k-th newest segment's (k < scap;
+     * every byte is written twice, scap apart, so the last scap are contiguous for memchr) */
+    uint8_t *fpe, *fps;
+    uint32_t fpos;
     /* kept words */
     uint32_t wcap, wn, wpos;
     uint64_t word_serial;
