@@ -59,7 +59,7 @@ def test_most_loops_are_stopped_after_they_start() -> None:
         if loop:
             at = _first_abort(rs, deltas)
             stopped += at is not None
-    assert stopped >= 48   # 50 of 59 when the set was labelled; vLLM's check stops 47
+    assert stopped >= 54   # 56 of 59 when the set was labelled; vLLM's check stops 47
 
 
 @pytest.mark.parametrize("index", range(0, 240, 24))

@@ -14,7 +14,9 @@ Usage::
     python tools/label_streams.py suggest RAW.jsonl > suggestions.json
     python tools/label_streams.py show RAW.jsonl STREAM [STREAM ...]
     python tools/label_streams.py write RAW.jsonl LABELS.json OUT.jsonl [--max-bytes 2000000]
-    gzip -9 -n OUT.jsonl     # tests/data/smollm2-streams.jsonl.gz (240 replies, 51 loops)
+    gzip -9 -n OUT.jsonl     # tests/data/smollm2-streams.jsonl.gz (240 replies, 59 loops)
+
+The labels of the kept file are in tools/smollm2-labels.json.
 
 The labels of the kept file were decided by reading every reply that the suggestion flagged or
 that ran to the length limit: a reply is a loop when it keeps producing the same unit (exact, with
