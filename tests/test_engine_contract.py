@@ -142,7 +142,7 @@ def test_detections_carry_exactly_their_declared_evidence(engine: str) -> None:
     chosen = [
         cc.LineRepeat("lr", min_run=0), cc.LineCycle("lc"), cc.FillerLines("fl"),
         cc.PrefixMonotony("pm"), cc.TailRepeat("tr"), cc.Phrases("ph", ["反复"]),
-        cc.Marker("mk", "go."),
+        cc.Marker("mk", "go."), cc.BlockRepeat("br"), cc.VocabCollapse("vc", words=20),
     ]
     ruleset = (cc.Ruleset if engine == "native" else reference.Ruleset)(chosen)
     found = ruleset.replay(LOOPY + "ab" * 200, channel="reasoning")

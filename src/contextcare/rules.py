@@ -567,6 +567,7 @@ class BlockRepeat(Rule):
     topic: ClassVar[str] = "loop"
 
     id: str
+    _: KW_ONLY
     near: bool = False
     max_period: int = 128
     min_repeats: int = 3
@@ -611,6 +612,7 @@ class VocabCollapse(Rule):
     topic: ClassVar[str] = "loop"
 
     id: str
+    _: KW_ONLY
     words: int = 80
     max_distinct: int = 8
     every_bytes: int = 128
