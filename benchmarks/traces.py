@@ -147,7 +147,11 @@ def _prose_line(rng: random.Random, astral: bool) -> str:
 
 
 def _code_block(rng: random.Random) -> list[str]:
-    body = [rng.choice(_CODE_LINES) for _ in range(rng.randint(3, 10))]
+    # no line twice in a row: three identical lines back to back are the start of a loop, which
+    # the default rules stop (block-repeat), and this trace is the clean one
+    body: list[str] = []
+    for _ in range(rng.randint(3, 10)):
+        body.append(rng.choice([c for c in _CODE_LINES if not body or c != body[-1]]))
     return ["```python", *body, "```"]
 
 
