@@ -1,0 +1,140 @@
+"""Issue 14: loops as models produce them — long blocks, near-variants, vocabulary collapse, loops
+inside code fences — stopped by the default rules, legitimate structured output left alone, and
+evidence a person can read. Both engines."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+import contextcare as cc
+from contextcare import reference
+from contextcare.errors import RuleTypeError, RuleValueError
+from contextcare.presets import DEFAULT_OPTIONS, default_rules
+
+ENGINES = {"native": cc, "reference": reference}
+PROSE = ("We read the configuration and check every key against the schema.\n"
+         "Then the parser is updated and the tests are run again.\n\n")
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine(request: pytest.FixtureRequest) -> ModuleType:
+    return ENGINES[request.param]
+
+
+def _run(engine: ModuleType, text: str, step: int = 3) -> list[cc.Detection]:
+    rs = engine.Ruleset(default_rules(), **DEFAULT_OPTIONS)
+    w = rs.watcher()
+    out: list[cc.Detection] = []
+    for i in range(0, len(text), step):
+        out.extend(w.feed(text[i:i + step]))
+    out.extend(w.finish())
+    return out
+
+
+def _aborts(found: list[cc.Detection]) -> list[cc.Detection]:
+    return [d for d in found if d.action == "abort"]
+
+
+def test_a_long_block_repeated_is_stopped_and_quoted_by_its_first_line(engine: ModuleType) -> None:
+    names = ("total", "width", "height", "margin", "border", "offset", "scale", "limit",
+             "count", "depth", "weight", "price", "label", "title", "owner")
+    block = "".join(f"    {a}_{b} = compute(row.{b}) + {a}\n" for a in names[:6] for b in names[6:11])
+    assert block.count("\n") == 30
+    found = _aborts(_run(engine, PROSE + "```python\n" + block * 4))
+    assert found and found[0].rule == "block-repeat"
+    d = found[0]
+    assert d.period == 30 and d.repeats == 3
+    # at the end of the third copy's last line
+    assert d.offset == len(PROSE) + 10 + 3 * len(block)
+    # a line of the block, from its start: the first one when it is within the last 1024
+    # characters, else the first of the last copy that is (here a copy is 1 200 characters)
+    assert d.line in {line.strip()[:40] for line in block.splitlines()}
+    assert d.line == "width_weight = compute(row.weight) + wid"
+    short = block.splitlines(keepends=True)[:12]
+    d = _aborts(_run(engine, PROSE + "".join(short) * 4))[0]
+    assert d.rule == "block-repeat" and d.period == 12
+    assert d.line == "total_scale = compute(row.scale) + total"
+
+
+def test_near_variants_with_a_counter_are_stopped(engine: ModuleType) -> None:
+    # (ten lines that differ only in a number are a loop to the defaults, unrolled code too)
+    text = PROSE + "".join(f"{k}. Ilan\n" for k in range(12, 101))
+    found = _run(engine, text)
+    assert any(d.rule == "near-repeat" for d in found)   # the reminder comes first
+    assert _aborts(found)[0].rule == "near-repeat-long"
+    classes = "".join(f"class MyClass{k}:\n    def get(self):\n        return {k}\n\n"
+                      for k in range(2, 40))
+    found = _aborts(_run(engine, PROSE + "```python\n" + classes))
+    assert found and found[0].line.startswith("class MyClass")
+
+
+def test_vocabulary_collapse_is_stopped(engine: ModuleType) -> None:
+    import random
+
+    rng = random.Random(14)
+    words = ["items", "its", "itemsThe", "items,", "the"]
+    text = PROSE + " ".join(rng.choice(words) for _ in range(400))
+    found = _aborts(_run(engine, text))
+    assert found and found[0].rule == "vocab-collapse" and found[0].count <= 5
+
+
+@pytest.mark.parametrize("loop", [
+    "```css\n" + "  background-color: #f2f2f2;\n" * 60,
+    "```yaml\n" + "    # Run the tests on every push to the main branch\n" * 60,
+    "```python\nx = " + "1" * 970,
+])
+def test_loops_inside_fences_are_stopped(engine: ModuleType, loop: str) -> None:
+    assert _aborts(_run(engine, PROSE + loop))
+
+
+def test_an_ascii_table_with_a_border_after_every_row_is_not_aborted(engine: ModuleType) -> None:
+    border = "+------+------------+"
+    rows = [border] + [f"| {k:<4} | {k * 37 % 1000:<10} |\n{border}" for k in range(80)]
+    assert _aborts(_run(engine, PROSE + "\n".join(rows) + "\n")) == []
+
+
+@pytest.mark.parametrize("text", [
+    "\n".join(str(k) for k in range(1, 400)),
+    "\n".join(f"| {k} | {k * k} | {k % 7}.5 |" for k in range(1, 120)),
+    "\n".join(f"{k} x 7 = {k * 7}" for k in range(1, 120)),
+    "```csv\n" + "\n".join(f"{k},{k * 3},{k % 5}.{k % 9}" for k in range(200)) + "\n```",
+])
+def test_counting_tables_and_csv_stay_quiet(engine: ModuleType, text: str) -> None:
+    assert _aborts(_run(engine, PROSE + text + "\n")) == []
+
+
+def test_tail_repeat_quotes_its_unit_from_a_line_start(engine: ModuleType) -> None:
+    found = _run(engine, "the same line again\n" * 40)
+    units = [d.unit for d in found if d.kind == "tail-repeat"]
+    assert units == ["the same line again\n"]
+
+
+def test_structure_lines_never_count_as_repeated_lines(engine: ModuleType) -> None:
+    rs = engine.Ruleset([cc.LineRepeat("lr", min_lines=5, min_count=5, min_ratio=0.5, min_run=5,
+                                       every_bytes=1)])
+    assert rs.replay("+-----+-----+\n" * 50 + "=====\n" * 50 + "---\n" * 50) == []
+    assert rs.replay("| a | b |\n" * 6) != []
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda: cc.BlockRepeat("b", max_period=0), "max_period"),
+    (lambda: cc.BlockRepeat("b", max_period=2000), "max_period"),
+    (lambda: cc.BlockRepeat("b", min_repeats=1), "min_repeats"),
+    (lambda: cc.BlockRepeat("b", max_period=1024, min_repeats=8), "max_period x min_repeats"),
+    (lambda: cc.BlockRepeat("b", every_bytes=5000), "every_bytes"),
+    (lambda: cc.BlockRepeat("b", min_chars=0), "min_chars"),
+    (lambda: cc.VocabCollapse("v", words=1), "words"),
+    (lambda: cc.VocabCollapse("v", words=10, max_distinct=10), "max_distinct"),
+])
+def test_bad_parameters_name_the_field(make: object, field: str) -> None:
+    with pytest.raises(RuleValueError, match=field):
+        make()  # type: ignore[operator]
+
+
+def test_bad_parameter_types_name_the_field() -> None:
+    with pytest.raises(RuleTypeError, match="near"):
+        cc.BlockRepeat("b", near=1)  # type: ignore[arg-type]
+    with pytest.raises(RuleTypeError, match="words"):
+        cc.VocabCollapse("v", words="80")  # type: ignore[arg-type]
