@@ -302,35 +302,31 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t.line_started = 1;
                 t.line_gap = 0;
             }
-            uint32_t he = t.he_all, hs = t.hs, hw = t.hw, run = 0;
+            uint32_t he = t.he_all, hs = t.hs, hw = t.hw, run;
+            /* up to the end of the ring's storage or of the characters to scan */
+            uint64_t left = n - k;
+            const uint32_t stop = cap - i < left ? cap : (uint32_t)(i + left);
+            uint32_t j = i;
             if (!hi) {
-                /* up to the end of the ring's storage or of the characters to scan */
-                uint64_t left = n - k;
-                const uint16_t *q = lo + i, *end = lo + (cap - i < left ? cap : i + left);
                 do {
-                    uint32_t c = *q, f = fold(c);
+                    uint32_t c = lo[j], f = fold(c);
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
-                    q++;
-                } while (q < end && plain_word(*q));
-                run = (uint32_t)(q - (lo + i));
-                i += run;
-                if (i == cap) i = 0;
-                k += run;
+                    j++;
+                } while (j < stop && plain_word(lo[j]));
             } else {
-                for (;;) {
-                    uint32_t f = fold(cp);
-                    he = h32(he, cp);
+                do {
+                    uint32_t c = (uint32_t)lo[j] | ((uint32_t)hi[j] << 16), f = fold(c);
+                    he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
-                    run++;
-                    if (++i == cap) i = 0;
-                    if (++k == n) break;
-                    cp = (uint32_t)lo[i] | ((uint32_t)hi[i] << 16);
-                    if (!plain_word(cp)) break;
-                }
+                    j++;
+                } while (j < stop && plain_word((uint32_t)lo[j] | ((uint32_t)hi[j] << 16)));
             }
+            run = j - i;
+            i = j == cap ? 0 : j;
+            k += run;
             index += run;
             t.prev_digit = 0;
             if (need_s) {
