@@ -138,12 +138,12 @@ def code_block(rng: random.Random, lines: int) -> str:
         g = rng.choice(WORDS)
         kind = rng.randrange(4)
         if kind == 0:
-            out += [f"    def check_{f}_{g}(self, value):", f"        if value is None:",
+            out += [f"    def check_{f}_{g}(self, value):", "        if value is None:",
                     f"            raise ValueError('{f} is required')",
                     f"        self._{f} = value", ""]
         elif kind == 1:
             out += [f"    # update the {g} {f} before saving", f"    result = self.{g}.{f}()",
-                    f"    if result > {rng.randint(1, 99)}:", f"        return result"]
+                    f"    if result > {rng.randint(1, 99)}:", "        return result"]
         elif kind == 2:
             out += [f"    for item in self.{g}s:", f"        total += item.{f}",
                     f"    log.info('{g} total %s', total)"]

@@ -31,9 +31,9 @@ from .errors import (
 )
 from .rules import (
     BUSY_MESSAGE,
-    FINISHED_MESSAGE,
     CHANNELS,
     EVIDENCE_LINE_CHARS,
+    FINISHED_MESSAGE,
     QUOTE_CHARS,
     BlockRepeat,
     FillerLines,
