@@ -130,12 +130,73 @@ static void test_tail_repeat(void) {
     cc_ring_free(&ring);
 }
 
+/* A ring holding `text` (ASCII) and a segment scanner brought up to date over it. */
+static cc_segscan *scanned(cc_ring *ring, const char *text, uint32_t scap, uint32_t wcap) {
+    uint32_t n = (uint32_t)strlen(text);
+    CHECK(cc_ring_ready(ring, 2048, 0) == 0);
+    for (uint32_t i = 0; i < n; i++) cc_ring_put(ring, (unsigned char)text[i]);
+    cc_segscan *s = cc_segscan_new(scap, wcap, 1);
+    CHECK(s != NULL);
+    cc_segscan_scan(s, ring, n, 1);
+    return s;
+}
+
+static void test_block_repeat(void) {
+    cc_rule_spec r = {0};
+    r.kind = CC_K_BLOCK_REPEAT;
+    r.max_period = 8, r.min_repeats = 3, r.min_chars = 60, r.min_letters = 4;
+    eng_finding f = {0};
+    /* a two-line block three times, after a line of prose */
+    const char *text = "Some prose first.\nthe first line of it\n  and the second one\n"
+                       "the first line of it\n  and the second one\n"
+                       "the first line of it\n  and the second one\n";
+    cc_ring ring = {0};
+    cc_segscan *s = scanned(&ring, text, 32, 0);
+    CHECK(eng_detect_block_repeat(s, &ring, strlen(text), &r, &f) == 1);
+    CHECK(f.period == 2 && f.repeats == 3 && f.total == 42);
+    CHECK(f.ncps == 20 && memcmp(f.cps, (const uint32_t[]){'t', 'h', 'e'}, 3 * 4) == 0);
+    r.min_repeats = 4; /* not four copies */
+    CHECK(eng_detect_block_repeat(s, &ring, strlen(text), &r, &f) == 0);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    /* numbers differ: only the skeleton matches; too few letters never count */
+    const char *steps = "Step 1: check it again.\nStep 2: check it again.\nStep 3: check it again.\n";
+    s = scanned(&ring, steps, 32, 0);
+    r.min_repeats = 3;
+    CHECK(eng_detect_block_repeat(s, &ring, strlen(steps), &r, &f) == 0);
+    r.near = 1;
+    CHECK(eng_detect_block_repeat(s, &ring, strlen(steps), &r, &f) == 1 && f.period == 1);
+    r.min_letters = 40;
+    CHECK(eng_detect_block_repeat(s, &ring, strlen(steps), &r, &f) == 0);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+}
+
+static void test_vocab_collapse(void) {
+    cc_rule_spec r = {0};
+    r.kind = CC_K_VOCAB_COLLAPSE;
+    r.words = 12, r.max_distinct = 3;
+    eng_finding f = {0};
+    /* the last word counts once it has ended */
+    const char *text = "A start. its items its itemsThe items its items, itemsThe its items its its.";
+    cc_ring ring = {0};
+    cc_segscan *s = scanned(&ring, text, 0, 16);
+    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f) == 1);
+    CHECK(f.count == 3 && f.total == 12 && f.ncps > 0);
+    r.max_distinct = 2;
+    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f) == 0);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+}
+
 int main(void) {
     test_line_repeat();
     test_line_cycle();
     test_filler_lines();
     test_prefix_monotony();
     test_tail_repeat();
+    test_block_repeat();
+    test_vocab_collapse();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("all detector checks passed\n");
     return failures ? 1 : 0;
