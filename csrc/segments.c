@@ -132,7 +132,7 @@ static void end_segment(cc_segscan *s) {
     seg_reset(s);
 }
 
-static void end_word(cc_segscan *s, int mask_fences) {
+static inline void end_word(cc_segscan *s, int mask_fences) {
     if (!s->in_word) return;
     s->in_word = 0;
     if (mask_fences && s->fence_inside) return;
