@@ -189,8 +189,25 @@ static const uint8_t ascii_cls[128] = {
 #undef W4
 };
 
+/* An ASCII letter folded to lower case, 0 for every other ASCII character: the class test and
+ * the folding of the letter-run loop in one load. */
+static const uint8_t ascii_letter_fold[128] = {
+#define F4(a, b) [a] = b, [a + 1] = b + 1, [a + 2] = b + 2, [a + 3] = b + 3
+    F4('A', 'a'), F4('E', 'e'), F4('I', 'i'), F4('M', 'm'), F4('Q', 'q'), F4('U', 'u'),
+    ['Y'] = 'y', ['Z'] = 'z',
+    F4('a', 'a'), F4('e', 'e'), F4('i', 'i'), F4('m', 'm'), F4('q', 'q'), F4('u', 'u'),
+    ['y'] = 'y', ['z'] = 'z',
+#undef F4
+};
+
+/* From U+3040 up every code point is a word character (no space lies there, and the ranges
+ * cc_is_word() leaves out end at U+303F): the kana, CJK and Hangul of most non-Latin text are
+ * classified by one comparison. */
+#define CC_ALL_WORD_FROM 0x3040u
+
 static inline unsigned char_class(uint32_t cp) {
     if (cp < 0x80) return ascii_cls[cp];
+    if (cp >= CC_ALL_WORD_FROM) return C_WORD;
     if (cc_is_space(cp)) return C_SPACE;
     return cc_is_word(cp) ? C_WORD : 0;
 }
@@ -198,7 +215,9 @@ static inline unsigned char_class(uint32_t cp) {
 /* A word character that is not an ASCII digit and does not end a segment (letters, CJK). */
 static inline int plain_word(uint32_t cp) {
     if (cp < 0x80) return ascii_cls[cp] == C_WORD;
-    return char_class(cp) == C_WORD && !(cp >= 0x3002 && cjk_end(cp));
+    /* the full-width ends (U+FF01, U+FF1B, U+FF1F) are the only exceptions from U+3040 up */
+    if (cp >= CC_ALL_WORD_FROM) return cp < 0xFF01 || !cjk_end(cp);
+    return char_class(cp) == C_WORD;
 }
 
 #if defined(__GNUC__)
@@ -308,21 +327,30 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
             const uint32_t stop = cap - i < left ? cap : (uint32_t)(i + left);
             uint32_t j = i;
             if (!hi) {
-                do {
-                    uint32_t c = lo[j], f = fold(c);
+                /* the first character is a plain word character (tested above) */
+                uint32_t c = cp;
+                for (;;) {
+                    uint32_t f = c;
+                    if (c < 0x80) f = ascii_letter_fold[c];
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
-                    j++;
-                } while (j < stop && plain_word(lo[j]));
+                    if (++j == stop) break;
+                    c = lo[j];
+                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
+                }
             } else {
-                do {
-                    uint32_t c = (uint32_t)lo[j] | ((uint32_t)hi[j] << 16), f = fold(c);
+                uint32_t c = cp;
+                for (;;) {
+                    uint32_t f = c;
+                    if (c < 0x80) f = ascii_letter_fold[c];
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
-                    j++;
-                } while (j < stop && plain_word((uint32_t)lo[j] | ((uint32_t)hi[j] << 16)));
+                    if (++j == stop) break;
+                    c = (uint32_t)lo[j] | ((uint32_t)hi[j] << 16);
+                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
+                }
             }
             run = j - i;
             i = j == cap ? 0 : j;
