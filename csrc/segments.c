@@ -294,34 +294,33 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
     if (!n) return;
     uint32_t i = ring->pos >= n ? ring->pos - (uint32_t)n : ring->pos + ring->cap - (uint32_t)n;
     uint64_t index = chars - n;
-    /* the state in a local copy, so the loop keeps it in registers */
-    cc_segscan t = *s;
+    cc_segscan *const t = s;
     const uint16_t *lo = ring->lo;
     const uint8_t *hi = ring->hi;
     const uint32_t cap = ring->cap;
-    const int need_s = t.scap != 0, need_w = t.wcap != 0;
+    const int need_s = t->scap != 0, need_w = t->wcap != 0;
     for (uint64_t k = 0; k < n;) {
         uint32_t cp = hi ? (uint32_t)lo[i] | ((uint32_t)hi[i] << 16) : lo[i];
-        if (plain_word(cp) && (!need_w || t.fence_st == FST_NO || t.fence_st == FST_START)) {
+        if (plain_word(cp) && (!need_w || t->fence_st == FST_NO || t->fence_st == FST_START)) {
             /* the common case, a run of letters (ASCII or not, no digit): only the hashes and
              * counters move; what step() would do, without its branches */
             if (need_s) {
-                if (!t.started) t.started = 1;
-                else if (t.pend_space) t.hs = h32(t.hs, ' ');
-                t.pend_space = 0;
+                if (!t->started) t->started = 1;
+                else if (t->pend_space) t->hs = h32(t->hs, ' ');
+                t->pend_space = 0;
             }
             if (need_w) {
-                if (!t.in_word) {
-                    t.in_word = 1;
-                    t.word_start = index;
-                    t.hw = H32_OFFSET;
+                if (!t->in_word) {
+                    t->in_word = 1;
+                    t->word_start = index;
+                    t->hw = H32_OFFSET;
                 }
                 /* a letter never opens a fence line; it ends the recogniser's hopes */
-                t.fence_st = FST_NO;
-                t.line_started = 1;
-                t.line_gap = 0;
+                t->fence_st = FST_NO;
+                t->line_started = 1;
+                t->line_gap = 0;
             }
-            uint32_t he = t.he_all, hs = t.hs, hw = t.hw, run;
+            uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run;
             /* up to the end of the ring's storage or of the characters to scan */
             uint64_t left = n - k;
             const uint32_t stop = cap - i < left ? cap : (uint32_t)(i + left);
@@ -356,44 +355,43 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
             i = j == cap ? 0 : j;
             k += run;
             index += run;
-            t.prev_digit = 0;
+            t->prev_digit = 0;
             if (need_s) {
-                t.he_all = t.he_commit = he;
-                t.hs = hs;
-                t.raw += run;
-                t.tail_gap += run;
-                t.letters += run;
-                t.in_digits = 0;
-                t.prev_end = 0;
+                t->he_all = t->he_commit = he;
+                t->hs = hs;
+                t->raw += run;
+                t->tail_gap += run;
+                t->letters += run;
+                t->in_digits = 0;
+                t->prev_end = 0;
             }
-            if (need_w) t.hw = hw;
+            if (need_w) t->hw = hw;
             continue;
         }
-        if (cp == ' ' && !t.prev_end) {
+        if (cp == ' ' && !t->prev_end) {
             /* a space that ends no segment: what step() would do */
-            t.prev_digit = 0;
+            t->prev_digit = 0;
             if (need_s) {
-                t.raw++;
-                t.tail_gap++;
-                if (t.started) {
-                    t.he_all = h32(t.he_all, ' ');
-                    t.pend_space = 1;
+                t->raw++;
+                t->tail_gap++;
+                if (t->started) {
+                    t->he_all = h32(t->he_all, ' ');
+                    t->pend_space = 1;
                 }
-                t.in_digits = 0;
+                t->in_digits = 0;
             }
             if (need_w) {
-                if (t.in_word) end_word(&t, mask_fences);
-                if (t.line_started) t.line_gap = 1;
+                if (t->in_word) end_word(t, mask_fences);
+                if (t->line_started) t->line_gap = 1;
             }
         } else {
-            step(&t, cp, index, mask_fences);
+            step(t, cp, index, mask_fences);
         }
         index++;
         k++;
         if (++i == cap) i = 0;
     }
-    t.scanned = chars;
-    *s = t;
+    t->scanned = chars;
 }
 
 void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence) {
