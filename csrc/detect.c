@@ -226,9 +226,15 @@ cc_segscan *eng_view_seg(cc_watcher *w, int vi) {
 }
 
 void eng_blocks_at_newline(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
-    for (uint32_t k = 0; k < vp->nwindowed; k++) {
-        uint32_t ri = vp->windowed[k];
-        if (w->rs->rules[ri].kind == CC_K_BLOCK_REPEAT) eng_check_rule(w, ri, v, pos);
+    /* what eng_check_rule would do for each BlockRepeat rule, with the view scanned once and a
+     * rule skipped before the call when it has fired for good or no segment was kept since its
+     * previous check (most newlines of prose) */
+    cc_segscan *s = NULL;
+    for (uint32_t k = 0; k < vp->nblock; k++) {
+        uint32_t ri = vp->blocks[k];
+        if (w->rs->rules[ri].once && w->fired[ri]) continue;
+        if (!s && !(s = eng_view_seg(w, (int)(v - w->v)))) return;
+        if (w->seen[ri] != s->seg_serial) eng_check_rule(w, ri, v, pos);
     }
 }
 

@@ -181,6 +181,7 @@ void cc_ruleset_free(cc_ruleset *rs) {
         cc_automaton_free(rs->views[v].ac[0]);
         cc_automaton_free(rs->views[v].ac[1]);
         free(rs->views[v].windowed);
+        free(rs->views[v].blocks);
         free(rs->views[v].suppress);
         free(rs->views[v].pfx_set);
     }
@@ -318,9 +319,10 @@ int cc_ruleset_new(const cc_options *opt, const cc_rule_spec *rules, uint32_t nr
     for (int v = 0; v < CC_NVIEWS; v++) {
         viewplan *vp = &rs->views[v];
         vp->windowed = malloc((nrules ? nrules : 1) * sizeof *vp->windowed);
+        vp->blocks = malloc((nrules ? nrules : 1) * sizeof *vp->blocks);
         vp->suppress = malloc((nrules ? nrules : 1) * sizeof *vp->suppress);
         vp->pfx_set = malloc((nset ? nset : 1) * sizeof *vp->pfx_set);
-        if (!vp->windowed || !vp->suppress || !vp->pfx_set) goto oom;
+        if (!vp->windowed || !vp->blocks || !vp->suppress || !vp->pfx_set) goto oom;
     }
     for (uint32_t i = 0; i < nrules; i++) {
         const cc_rule_spec *r = &rs->rules[i];
@@ -335,6 +337,7 @@ int cc_ruleset_new(const cc_options *opt, const cc_rule_spec *rules, uint32_t nr
         } else {
             vp->windowed[vp->nwindowed++] = i;
             plan_windowed(vp, r, opt);
+            if (r->kind == CC_K_BLOCK_REPEAT) vp->blocks[vp->nblock - 1] = i;
         }
     }
     /* the combined view always keeps the evidence tail */
