@@ -213,6 +213,8 @@ int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t
 
 cc_segscan *eng_view_seg(cc_watcher *w, int vi) {
     view *v = &w->v[vi];
+    /* the common call: every rule checked at one point after the first finds the scan done */
+    if (v->seg && v->seg->scanned == v->chars) return v->seg;
     const viewplan *vp = &w->rs->views[vi];
     if (!v->seg) {
         v->seg = cc_segscan_new(vp->seg_cap, vp->word_cap, w->rs->opt.mask_fences);
