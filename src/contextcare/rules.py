@@ -725,6 +725,8 @@ def check_splits(splits: Iterable[SupportsIndex] | None, length: int) -> list[in
     ends: list[int] = []
     for i, item in enumerate(splits):
         try:
+            if getattr(getattr(item, "dtype", None), "kind", "") == "b":
+                raise TypeError  # a numpy bool: numpy < 2.3 only warns in operator.index
             ends.append(operator.index(item))
         except TypeError:
             raise ArgumentTypeError(
