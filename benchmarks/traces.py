@@ -33,6 +33,7 @@ __all__ = [
     "longest_per_end",
     "make_phrases",
     "occurrences",
+    "phrase_set",
     "phrase_trace",
     "reply_trace",
     "split_deltas",
@@ -110,6 +111,38 @@ def make_phrases(n_en: int = 200, n_zh: int = 100, seed: int = 300) -> tuple[str
         k = rng.randint(8, 12) if rng.random() < 0.05 else rng.randint(3, 6)
         zh["".join(rng.choice(_ZH_WORDS) for _ in range(k))[:45]] = None
     return tuple(out) + tuple(zh)
+
+
+#: Languages of :func:`phrase_set`.
+PHRASE_SET_LANGS = ("zh", "en", "mixed")
+
+
+def phrase_set(n: int, lang: str = "zh", seed: int = 16) -> tuple[str, ...]:
+    """``n`` distinct phrases for the size sweep, like a user's own list (banned terms, product
+    names): ``zh`` = 2-8 characters drawn uniformly from the 20 902 CJK unified ideographs of the
+    BMP (U+4E00-U+9FA5); ``en`` = 2-4 words of the trace vocabulary, one of them (at a random
+    place) replaced by a made-up 3-8-letter name, so the phrases share prefixes with the text
+    the way real lists do but do not occur in it by chance; ``mixed`` = alternately one and the
+    other. The first phrases are those of :func:`make_phrases` (when ``n`` >= 300), so a trace
+    planted with them finds the same occurrences in every set."""
+    if lang not in PHRASE_SET_LANGS:
+        raise ValueError(f"lang must be one of {PHRASE_SET_LANGS}, got {lang!r}")
+    rng = random.Random(f"{seed}-{lang}-{n}")
+    out: dict[str, None] = dict.fromkeys(make_phrases()[:n])
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    k = 0
+    while len(out) < n:
+        pick = lang if lang != "mixed" else ("zh", "en")[k % 2]
+        k += 1
+        if pick == "zh":
+            p = "".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(rng.randint(2, 8)))
+        else:
+            words = [rng.choice(_EN_WORDS) for _ in range(rng.randint(2, 4))]
+            words[rng.randrange(len(words))] = "".join(
+                rng.choice(letters) for _ in range(rng.randint(3, 8)))
+            p = " ".join(words)
+        out[p] = None
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- text pieces

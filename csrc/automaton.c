@@ -10,20 +10,8 @@
 
 #define UNSET UINT32_MAX
 
-typedef struct term {
-    uint32_t rule, phrase, chars, next;
-} term;
-
-typedef struct build {
-    uint32_t nc;
-    uint32_t *rows; /* trie / goto rows, nc entries per node */
-    uint32_t nodes, cap;
-    uint32_t *term_head; /* per node, index into terms or UNSET */
-    term *terms;
-    size_t nterms;
-    size_t max_table_bytes;
-    int *status;
-} build;
+/* Compiled bytes a sparse state costs, for the size limit. */
+#define SPARSE_BYTES sizeof(cc_ac_slot)
 
 /* A failure: the message, and the status (CC_ERR_NOMEM or CC_ERR_TOO_BIG) when asked for. */
 static void fail_with(char *err, size_t errlen, int *status, int code, const char *msg) {
@@ -31,49 +19,23 @@ static void fail_with(char *err, size_t errlen, int *status, int code, const cha
     if (status) *status = code;
 }
 
-static int grow(build *b, char *err, size_t errlen) {
-    uint32_t cap = b->cap ? b->cap * 2 : 64;
-    if ((size_t)cap * b->nc * sizeof(uint32_t) > b->max_table_bytes) {
-        cap = (uint32_t)(b->max_table_bytes / ((size_t)b->nc * sizeof(uint32_t)));
-        if (cap <= b->nodes) {
-            char msg[200];
-            snprintf(msg, sizeof msg,
-                     "the phrase automaton would exceed %zu MiB (more than %u states x %u byte "
-                     "classes); use fewer or shorter phrases",
-                     b->max_table_bytes >> 20, b->nodes, b->nc);
-            fail_with(err, errlen, b->status, CC_ERR_TOO_BIG, msg);
-            return -1;
-        }
-    }
-    uint32_t *rows = realloc(b->rows, (size_t)cap * b->nc * sizeof(uint32_t));
-    uint32_t *heads = realloc(b->term_head, (size_t)cap * sizeof(uint32_t));
-    if (rows) b->rows = rows;
-    if (heads) b->term_head = heads;
-    if (!rows || !heads) {
-        fail_with(err, errlen, b->status, CC_ERR_NOMEM,
-                  "out of memory building the phrase automaton");
-        return -1;
-    }
-    b->cap = cap;
-    return 0;
-}
-
-static int new_node(build *b, uint32_t *id, char *err, size_t errlen) {
-    if (b->nodes == b->cap && grow(b, err, errlen) != 0) return -1;
-    uint32_t *row = b->rows + (size_t)b->nodes * b->nc;
-    for (uint32_t c = 0; c < b->nc; c++) row[c] = UNSET;
-    b->term_head[b->nodes] = UNSET;
-    *id = b->nodes++;
-    return 0;
-}
-
 static uint32_t fold_cp(uint32_t cp, int fold) {
     return (fold && cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
 }
 
-static int cmp_u32(const void *x, const void *y) {
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+static int cmp_match(const void *x, const void *y) {
+    uint32_t a = ((const uint32_t *)x)[0], b = ((const uint32_t *)y)[0];
     return (a > b) - (a < b);
+}
+
+static int cc_ctz32(uint32_t x) {
+#if defined(__GNUC__)
+    return __builtin_ctz(x);
+#else
+    int n = 0;
+    while (!(x & 1u)) x >>= 1, n++;
+    return n;
+#endif
 }
 
 /* The class of a phrase code point during the build: cps sorted, cls parallel. */
@@ -87,31 +49,211 @@ static uint32_t build_class(const uint32_t *cps, const uint16_t *cls, uint32_t n
     return (lo < n && cps[lo] == cp) ? cls[lo] : 0;
 }
 
-typedef struct outlist {
-    cc_output *items;
-    uint32_t n;
-} outlist;
 
-static int cmp_output(const void *x, const void *y) {
-    const cc_output *a = x, *b = y;
-    return (a->rule > b->rule) - (a->rule < b->rule);
+/* ---- sorting the phrases: by class sequence (a prefix first), then rule, then index ---- */
+
+typedef struct sortctx {
+    const uint32_t *seq;    /* all phrases' classes */
+    const uint32_t *starts; /* per phrase, +1 */
+    const cc_phrase_in *ph;
+} sortctx;
+
+static int phrase_before(const sortctx *s, uint32_t x, uint32_t y) {
+    const uint32_t *a = s->seq + s->starts[x], *b = s->seq + s->starts[y];
+    uint32_t na = s->starts[x + 1] - s->starts[x], nb = s->starts[y + 1] - s->starts[y];
+    uint32_t n = na < nb ? na : nb;
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return a[i] < b[i];
+    if (na != nb) return na < nb;
+    if (s->ph[x].rule != s->ph[y].rule) return s->ph[x].rule < s->ph[y].rule;
+    return s->ph[x].index < s->ph[y].index;
+}
+
+/* Bottom-up merge sort of order[0..n) (tmp has room for n). Returns the sorted array (order or
+ * tmp). */
+static uint32_t *sort_phrases(const sortctx *s, uint32_t *order, uint32_t *tmp, uint32_t n) {
+    uint32_t *src = order, *dst = tmp;
+    for (uint32_t width = 1; width < n; width *= 2) {
+        for (uint32_t lo = 0; lo < n; lo += 2 * width) {
+            uint32_t mid = lo + width < n ? lo + width : n;
+            uint32_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            uint32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                dst[k++] = phrase_before(s, src[j], src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+        if (width > n / 2) break;
+    }
+    return src;
+}
+
+static int grow_u32(uint32_t **p, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    uint32_t *q = realloc(*p, c * sizeof *q);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* ---- the trie in breadth-first order -------------------------------------------------- */
+
+typedef struct nodes {
+    /* per node (index = breadth-first order) */
+    uint32_t *first;   /* first child (children are contiguous); first[N] = N at the end */
+    uint32_t *ecls;    /* class of the edge into the node */
+    uint32_t *lo, *hi; /* the node's range of the sorted phrases */
+    uint32_t *depth;
+    uint32_t *fail;
+    uint32_t *set;     /* output set, UNSET if none */
+    size_t cap;
+    uint32_t n;
+} nodes;
+
+static void nodes_free(nodes *t) {
+    free(t->first);
+    free(t->ecls);
+    free(t->lo);
+    free(t->hi);
+    free(t->depth);
+    free(t->fail);
+    free(t->set);
+}
+
+static int nodes_grow(nodes *t) {
+    size_t c = t->cap ? t->cap + t->cap / 2 : 1024;
+    uint32_t **arrays[] = {&t->first, &t->ecls, &t->lo, &t->hi, &t->depth, &t->fail, &t->set};
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
+        uint32_t *q = realloc(*arrays[i], (c + 1) * sizeof *q);
+        if (!q) return -1;
+        *arrays[i] = q;
+    }
+    t->cap = c;
+    return 0;
+}
+
+/* The goto function during the build: dense rows (node numbers) for x < ndense, else a binary
+ * search of x's children and the failure link on a miss. */
+static uint32_t build_delta(const nodes *t, const uint32_t *rows, uint32_t ndense, uint32_t nc,
+                            uint32_t x, uint32_t c) {
+    for (;;) {
+        if (x < ndense) return rows[(size_t)x * nc + c];
+        uint32_t lo = t->first[x], hi = t->first[x + 1];
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (t->ecls[mid] < c) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < t->first[x + 1] && t->ecls[lo] == c) return lo;
+        x = t->fail[x];
+    }
+}
+
+/* ---- the double array ----------------------------------------------------------------- */
+
+typedef struct slots {
+    uint8_t *used;
+    uint8_t *tried;      /* per free slot: how often it failed as the first child's slot */
+    size_t cap;
+    uint32_t first_free; /* no free slot below */
+    uint32_t scan_from;  /* no promising candidate for a first child below */
+    uint32_t frontier;   /* no used slot at or above */
+} slots;
+
+static int slots_reserve(slots *s, size_t need) {
+    if (need <= s->cap) return 0;
+    size_t c = s->cap ? s->cap : 1024;
+    while (c < need) c *= 2;
+    uint8_t *q = realloc(s->used, c);
+    if (!q) return -1;
+    memset(q + s->cap, 0, c - s->cap);
+    s->used = q;
+    q = realloc(s->tried, c);
+    if (!q) return -1;
+    memset(q + s->cap, 0, c - s->cap);
+    s->tried = q;
+    s->cap = c;
+    return 0;
+}
+
+static void slots_take(slots *s, uint32_t k) {
+    s->used[k] = 1;
+    if (k + 1 > s->frontier) s->frontier = k + 1;
+    while (s->first_free < s->cap && s->used[s->first_free]) s->first_free++;
+}
+
+/* A base for children of classes cls[0..k) (sorted ascending): every base + cls[i] free. Tries
+ * a bounded number of free slots for the first child (skipping slots that failed often, so the
+ * search moves past crowded regions), then places them past the frontier. */
+static int slots_place(slots *s, const uint32_t *cls, uint32_t k, int32_t *base) {
+    enum { TRIES = 256, GIVE_UP = 4 };
+    int found = 0;
+    uint32_t f = s->scan_from > s->first_free ? s->scan_from : s->first_free;
+    while (f < s->frontier && (s->used[f] || s->tried[f] >= GIVE_UP)) f++;
+    s->scan_from = f;
+    for (uint32_t tries = 0; k > 1 && f < s->frontier && tries < TRIES; f++) {
+        if (s->used[f] || s->tried[f] >= GIVE_UP) continue;
+        tries++;
+        int32_t b = (int32_t)f - (int32_t)cls[0];
+        uint32_t i;
+        for (i = 1; i < k; i++) {
+            uint32_t slot = (uint32_t)(b + (int32_t)cls[i]);
+            if (slot < s->cap && s->used[slot]) break;
+        }
+        if (i == k) {
+            *base = b;
+            found = 1;
+            break;
+        }
+        s->tried[f]++;
+    }
+    if (k == 1) {
+        *base = (int32_t)s->first_free - (int32_t)cls[0];
+        found = 1;
+    }
+    if (!found) {
+        uint32_t at = s->frontier > s->first_free ? s->frontier : s->first_free;
+        *base = (int32_t)at - (int32_t)cls[0];
+    }
+    size_t top = (size_t)(*base + (int32_t)cls[k - 1]) + 1;
+    if (slots_reserve(s, top + 1) != 0) return -1;
+    for (uint32_t i = 0; i < k; i++) slots_take(s, (uint32_t)(*base + (int32_t)cls[i]));
+    return 0;
 }
 
 cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold,
-                                 const uint32_t *special, size_t nspecial,
-                                 size_t max_table_bytes, char *err, size_t errlen,
-                                 int *status) {
+                                 const uint32_t *special, size_t nspecial, size_t dense_bytes,
+                                 size_t max_bytes, char *err, size_t errlen, int *status) {
     cc_automaton *a = calloc(1, sizeof *a);
-    build b = {0};
-    uint32_t *fail = NULL, *queue = NULL, *newid = NULL;
-    outlist *outs = NULL;
-    uint32_t *text = NULL, *starts = NULL, *cps = NULL;
+    uint32_t *text = NULL, *starts = NULL, *cps = NULL, *order = NULL, *otmp = NULL;
+    uint32_t *rows = NULL, *slot_of = NULL, *out_start = NULL, *ccls = NULL;
+    int32_t *base_of = NULL;
     uint16_t *cls = NULL;
+    cc_output *out = NULL;
+    size_t out_cap = 0, out_n = 0, sets_cap = 0, nsets = 0;
+    nodes t = {0};
+    slots sl = {0};
+    char msg[256];
     if (!a) goto oom;
+    if (n >= UINT32_MAX / 2) {
+        fail_with(err, errlen, status, CC_ERR_TOO_BIG, "too many phrases for one automaton");
+        goto fail;
+    }
 
     /* the phrases as code points (folded when asked), all in one array */
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += phrases[i].len;
+    if (total >= UINT32_MAX / 2) {
+        fail_with(err, errlen, status, CC_ERR_TOO_BIG,
+                  "the phrases are too long for one automaton");
+        goto fail;
+    }
     text = malloc((total + nspecial + 1) * sizeof *text);
     starts = malloc((n + 1) * sizeof *starts);
     if (!text || !starts) goto oom;
@@ -126,26 +268,49 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     }
     starts[n] = ncp;
     /* classes: the distinct phrase characters that are not special (1 ..), then the specials */
-    cps = malloc((ncp + nspecial + 1) * sizeof *cps);
-    cls = malloc((ncp + nspecial + 1) * sizeof *cls);
-    if (!cps || !cls) goto oom;
-    memcpy(cps, text, ncp * sizeof *cps);
+    /* the distinct code points, in order, through a bitmap of all of Unicode (136 KiB) */
     uint32_t ndistinct = 0;
-    qsort(cps, ncp, sizeof *cps, cmp_u32);
-    for (uint32_t i = 0; i < ncp; i++)
-        if ((!ndistinct || cps[ndistinct - 1] != cps[i]) && !cc_u32_in(special, (uint32_t)nspecial, cps[i]))
-            cps[ndistinct++] = cps[i];
+    {
+        uint32_t *seen = calloc(0x110000 / 32, sizeof *seen);
+        if (!seen) goto oom;
+        for (uint32_t i = 0; i < ncp; i++) {
+            uint32_t cp = text[i] < 0x110000 ? text[i] : 0xFFFD;
+            if (!(seen[cp >> 5] & (1u << (cp & 31)))) {
+                seen[cp >> 5] |= 1u << (cp & 31);
+                ndistinct++;
+            }
+        }
+        cps = malloc((ndistinct + nspecial + 1) * sizeof *cps);
+        cls = malloc((ndistinct + nspecial + 1) * sizeof *cls);
+        if (!cps || !cls) {
+            free(seen);
+            goto oom;
+        }
+        ndistinct = 0;
+        for (uint32_t w = 0; w < 0x110000 / 32; w++)
+            for (uint32_t bits = seen[w]; bits; bits &= bits - 1) {
+                uint32_t cp = w * 32 + (uint32_t)cc_ctz32(bits);
+                if (!cc_u32_in(special, (uint32_t)nspecial, cp)) cps[ndistinct++] = cp;
+            }
+        free(seen);
+    }
     uint32_t nc = 1, nmapped = ndistinct;
-    for (uint32_t i = 0; i < ndistinct && nc <= 0xFFFF; i++) cls[i] = (uint16_t)nc++;
+    for (uint32_t i = 0; i < ndistinct && nc <= CC_AC_MAX_CLASSES; i++) cls[i] = (uint16_t)nc++;
     a->special_base = nc;
-    for (size_t i = 0; i < nspecial && nc <= 0xFFFF; i++) {
-        if (cc_u32_in(cps + ndistinct, nmapped - ndistinct, special[i])) continue; /* twice */
+    for (size_t i = 0; i < nspecial && nc <= CC_AC_MAX_CLASSES; i++) {
+        uint32_t j;
+        for (j = ndistinct; j < nmapped; j++)
+            if (cps[j] == special[i]) break;
+        if (j < nmapped) continue; /* named twice */
         cps[nmapped] = special[i];
         cls[nmapped++] = (uint16_t)nc++;
     }
-    if (nc > 0xFFFF) {
-        fail_with(err, errlen, status, CC_ERR_TOO_BIG,
-                  "the phrases use more than 65534 distinct characters; use fewer");
+    if (nc > CC_AC_MAX_CLASSES) {
+        snprintf(msg, sizeof msg,
+                 "the phrase automaton allows at most %u distinct characters; the phrases use "
+                 "more",
+                 (unsigned)(CC_AC_MAX_CLASSES - 1 - nspecial));
+        fail_with(err, errlen, status, CC_ERR_TOO_BIG, msg);
         goto fail;
     }
     /* sort (cp, class) pairs by cp: insertion sort on the specials, which come last and few */
@@ -162,128 +327,210 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
         cls[j] = c;
     }
     a->nclasses = nc;
-    b.nc = nc;
-    b.max_table_bytes = max_table_bytes;
-    b.status = status;
+    /* the phrases as classes, in place */
+    for (uint32_t i = 0; i < ncp; i++) text[i] = build_class(cps, cls, nmapped, text[i]);
 
-    /* trie */
-    uint32_t root;
-    if (new_node(&b, &root, err, errlen) != 0) goto fail;
-    b.terms = malloc((n ? n : 1) * sizeof(term));
-    if (!b.terms) goto oom;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t s = root;
-        for (uint32_t j = starts[i]; j < starts[i + 1]; j++) {
-            uint32_t c = build_class(cps, cls, nmapped, text[j]);
-            uint32_t next = b.rows[(size_t)s * nc + c];
-            if (next == UNSET) {
-                if (new_node(&b, &next, err, errlen) != 0) goto fail;
-                b.rows[(size_t)s * nc + c] = next;
-            }
-            s = next;
-        }
-        term *t = &b.terms[b.nterms];
-        t->rule = phrases[i].rule;
-        t->phrase = phrases[i].index;
-        t->chars = starts[i + 1] - starts[i];
-        t->next = b.term_head[s];
-        b.term_head[s] = (uint32_t)b.nterms++;
+    /* phrases sorted by their classes */
+    order = malloc((n ? n : 1) * sizeof *order);
+    otmp = malloc((n ? n : 1) * sizeof *otmp);
+    if (!order || !otmp) goto oom;
+    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    sortctx sc = {text, starts, phrases};
+    const uint32_t *sorted = sort_phrases(&sc, order, otmp, (uint32_t)n);
+
+    /* dense rows: the root always, then as many breadth-first states as the budget allows */
+    size_t row_bytes = (size_t)nc * sizeof(uint32_t);
+    size_t max_dense = dense_bytes / row_bytes;
+    if (max_dense < 1) max_dense = 1;
+    if (max_dense > (size_t)ncp + 1) max_dense = (size_t)ncp + 1;
+    if (max_dense * nc > CC_AC_ID / 2) max_dense = (CC_AC_ID / 2) / nc;
+    if (max_dense * row_bytes > max_bytes) {
+        snprintf(msg, sizeof msg,
+                 "the phrase automaton would exceed %zu MiB (its root row alone); use fewer "
+                 "distinct characters",
+                 max_bytes >> 20);
+        fail_with(err, errlen, status, CC_ERR_TOO_BIG, msg);
+        goto fail;
     }
+    rows = malloc(max_dense * row_bytes);
+    if (!rows) goto oom;
 
-    /* breadth-first: failure links, complete transitions, outputs */
-    uint32_t N = b.nodes;
-    fail = malloc((size_t)N * sizeof *fail);
-    queue = malloc((size_t)N * sizeof *queue);
-    outs = calloc(N, sizeof *outs);
-    newid = malloc((size_t)N * sizeof *newid);
-    if (!fail || !queue || !outs || !newid) goto oom;
-    uint32_t qh = 0, qt = 0;
-    fail[root] = root;
-    queue[qt++] = root;
-    while (qh < qt) {
-        uint32_t u = queue[qh++];
-        uint32_t *row = b.rows + (size_t)u * nc;
-        for (uint32_t c = 0; c < nc; c++) {
-            uint32_t v = row[c];
-            if (v != UNSET) {
-                fail[v] = (u == root) ? root : b.rows[(size_t)fail[u] * nc + c];
-                queue[qt++] = v;
-            } else {
-                row[c] = (u == root) ? root : b.rows[(size_t)fail[u] * nc + c];
+    /* the trie, breadth-first: failure links, dense rows and output sets on the way */
+    if (nodes_grow(&t) != 0) goto oom;
+    t.n = 1;
+    t.lo[0] = 0;
+    t.hi[0] = (uint32_t)n;
+    t.depth[0] = 0;
+    t.fail[0] = 0;
+    t.ecls[0] = 0;
+    if (grow_u32(&out_start, &sets_cap, 1) != 0) goto oom;
+    out_start[0] = 0;
+    ccls = malloc((size_t)nc * sizeof *ccls);
+    if (!ccls) goto oom;
+    for (uint32_t u = 0; u < t.n; u++) {
+        uint32_t lo = t.lo[u], hi = t.hi[u], d = t.depth[u];
+        /* phrases that end here come first in the range */
+        uint32_t te = lo;
+        while (te < hi && starts[sorted[te] + 1] - starts[sorted[te]] == d) te++;
+        /* output set: one per rule (the first declared), then the failure state's */
+        const uint32_t inherited = u ? t.set[t.fail[u]] : UNSET;
+        if (te == lo) {
+            t.set[u] = inherited;
+        } else {
+            uint32_t in_lo = 0, in_hi = 0;
+            if (inherited != UNSET) in_lo = out_start[inherited], in_hi = out_start[inherited + 1];
+            size_t need = out_n + (te - lo) + (in_hi - in_lo);
+            if (need > out_cap) {
+                size_t c = out_cap ? out_cap * 2 : 256;
+                while (c < need) c *= 2;
+                cc_output *q = realloc(out, c * sizeof *q);
+                if (!q) goto oom;
+                out = q;
+                out_cap = c;
             }
-        }
-        /* outputs: own terms (one per rule, first declared), then the failure state's */
-        uint32_t own = 0;
-        for (uint32_t t = b.term_head[u]; t != UNSET; t = b.terms[t].next) own++;
-        const outlist *inherited = (u == root) ? NULL : &outs[fail[u]];
-        uint32_t cap = own + (inherited ? inherited->n : 0);
-        if (cap == 0) continue;
-        cc_output *items = malloc(cap * sizeof *items);
-        if (!items) goto oom;
-        uint32_t k = 0;
-        for (uint32_t t = b.term_head[u]; t != UNSET; t = b.terms[t].next) {
-            uint32_t j;
-            for (j = 0; j < k; j++) {
-                if (items[j].rule == b.terms[t].rule) {
-                    if (b.terms[t].phrase < items[j].phrase) items[j].phrase = b.terms[t].phrase;
-                    break;
+            uint32_t i = lo;
+            while (i < te || in_lo < in_hi) {
+                uint32_t r_own = i < te ? phrases[sorted[i]].rule : UINT32_MAX;
+                uint32_t r_in = in_lo < in_hi ? out[in_lo].rule : UINT32_MAX;
+                if (i < te && r_own <= r_in) {
+                    out[out_n].rule = r_own;
+                    out[out_n].phrase = phrases[sorted[i]].index;
+                    out[out_n].chars = d;
+                    out_n++;
+                    while (i < te && phrases[sorted[i]].rule == r_own) i++;
+                    if (r_in == r_own) in_lo++;
+                } else {
+                    out[out_n++] = out[in_lo++];
                 }
             }
-            if (j == k) {
-                items[k].rule = b.terms[t].rule;
-                items[k].phrase = b.terms[t].phrase;
-                items[k].chars = b.terms[t].chars;
-                k++;
+            if (grow_u32(&out_start, &sets_cap, nsets + 2) != 0) goto oom;
+            t.set[u] = (uint32_t)nsets++;
+            out_start[nsets] = (uint32_t)out_n;
+        }
+        /* children, in class order */
+        t.first[u] = t.n;
+        for (uint32_t i = te; i < hi;) {
+            uint32_t c = text[starts[sorted[i]] + d];
+            uint32_t j = i + 1;
+            while (j < hi && text[starts[sorted[j]] + d] == c) j++;
+            if (t.n == t.cap && nodes_grow(&t) != 0) goto oom;
+            uint32_t v = t.n++;
+            t.ecls[v] = c;
+            t.lo[v] = i;
+            t.hi[v] = j;
+            t.depth[v] = d + 1;
+            i = j;
+        }
+        if ((size_t)t.n * SPARSE_BYTES > max_bytes) {
+            snprintf(msg, sizeof msg,
+                     "the phrase automaton would exceed %zu MiB (more than %u states); use fewer "
+                     "or shorter phrases",
+                     max_bytes >> 20, t.n);
+            fail_with(err, errlen, status, CC_ERR_TOO_BIG, msg);
+            goto fail;
+        }
+        t.first[u + 1] = t.n; /* provisional: the next node's children start here */
+        for (uint32_t v = t.first[u]; v < t.n; v++)
+            t.fail[v] = u ? build_delta(&t, rows, (uint32_t)max_dense, nc, t.fail[u], t.ecls[v])
+                          : 0;
+        if (u < max_dense) {
+            uint32_t *row = rows + (size_t)u * nc;
+            if (u) memcpy(row, rows + (size_t)t.fail[u] * nc, row_bytes);
+            else memset(row, 0, row_bytes);
+            for (uint32_t v = t.first[u]; v < t.n; v++) row[t.ecls[v]] = v;
+        }
+    }
+    uint32_t N = t.n;
+    t.first[N] = N;
+    uint32_t ndense = N < max_dense ? N : (uint32_t)max_dense;
+    a->nstates = N;
+    a->ndense = ndense;
+    a->dense_end = ndense * nc;
+    free(t.lo), t.lo = NULL;
+    free(t.hi), t.hi = NULL;
+    free(t.depth), t.depth = NULL;
+
+    /* slots of the sparse states: a free slot for a child of a dense state, a common base for
+     * the children of a sparse state */
+    slot_of = malloc((size_t)N * sizeof *slot_of);
+    base_of = malloc((size_t)N * sizeof *base_of);
+    if (!slot_of || !base_of) goto oom;
+    if (slots_reserve(&sl, 1024) != 0) goto oom;
+    for (uint32_t u = 0; u < N; u++) {
+        uint32_t f = t.first[u], e = t.first[u + 1];
+        if (u >= ndense) {
+            if (f == e) {
+                base_of[u] = -(int32_t)nc;
+                continue;
+            }
+            uint32_t k = 0;
+            for (uint32_t v = f; v < e; v++) ccls[k++] = t.ecls[v];
+            if (slots_place(&sl, ccls, k, &base_of[u]) != 0) goto oom;
+            for (uint32_t v = f; v < e; v++)
+                slot_of[v] = (uint32_t)(base_of[u] + (int32_t)t.ecls[v]);
+        } else {
+            for (uint32_t v = f; v < e; v++) {
+                if (v < ndense) continue;
+                if (slots_reserve(&sl, (size_t)sl.first_free + 2) != 0) goto oom;
+                slot_of[v] = sl.first_free;
+                slots_take(&sl, sl.first_free);
             }
         }
-        uint32_t nown = k;
-        for (uint32_t i = 0; inherited && i < inherited->n; i++) {
-            uint32_t j;
-            for (j = 0; j < nown; j++)
-                if (items[j].rule == inherited->items[i].rule) break;
-            if (j == nown) items[k++] = inherited->items[i];
+        if ((size_t)sl.frontier * SPARSE_BYTES + (size_t)ndense * row_bytes > max_bytes) {
+            snprintf(msg, sizeof msg,
+                     "the phrase automaton would exceed %zu MiB; use fewer or shorter phrases",
+                     max_bytes >> 20);
+            fail_with(err, errlen, status, CC_ERR_TOO_BIG, msg);
+            goto fail;
         }
-        qsort(items, k, sizeof *items, cmp_output);
-        outs[u].items = items;
-        outs[u].n = k;
     }
-
-    /* renumber: states without outputs first (BFS order), then states with outputs */
-    uint32_t next = 0;
-    for (uint32_t i = 0; i < N; i++)
-        if (outs[queue[i]].n == 0) newid[queue[i]] = next++;
-    uint32_t first_out = next;
-    for (uint32_t i = 0; i < N; i++)
-        if (outs[queue[i]].n != 0) newid[queue[i]] = next++;
-
-    a->nstates = N;
-    a->match_base = first_out * nc;
-    a->trans = malloc((size_t)N * nc * sizeof *a->trans);
-    a->out_start = malloc((size_t)(N - first_out + 1) * sizeof *a->out_start);
-    if (!a->trans || !a->out_start) goto oom;
+    uint32_t nslots = sl.frontier;
+    a->nslots = nslots;
+#define ID_OF(v)                                                                               \
+    (((v) < ndense ? (v) * nc : a->dense_end + slot_of[v]) |                                   \
+     (t.set[v] != UNSET ? CC_AC_MATCH : 0u))
+    a->slot_mem = malloc(((size_t)nslots + 2 * (size_t)nc) * sizeof *a->slot_mem);
+    size_t nmatch = 0;
+    for (uint32_t u = ndense; u < N; u++) nmatch += t.set[u] != UNSET;
+    a->match = malloc((nmatch ? nmatch : 1) * sizeof *a->match);
+    a->dense = malloc((size_t)ndense * row_bytes);
+    a->dense_out = malloc((size_t)ndense * sizeof *a->dense_out);
+    if (!a->slot_mem || !a->match || !a->dense || !a->dense_out) goto oom;
+    a->slot = a->slot_mem + nc;
+    for (size_t i = 0; i < (size_t)nslots + 2 * (size_t)nc; i++) {
+        a->slot_mem[i].base = -(int32_t)nc;
+        a->slot_mem[i].fail = 0;
+        a->slot_mem[i].check = CC_AC_ID;
+        a->slot_mem[i].kids = 0;
+    }
     for (uint32_t u = 0; u < N; u++) {
-        uint32_t *dst = a->trans + (size_t)newid[u] * nc;
-        const uint32_t *src = b.rows + (size_t)u * nc;
-        for (uint32_t c = 0; c < nc; c++) dst[c] = newid[src[c]] * nc;
+        if (u < ndense) {
+            a->dense_out[u] = t.set[u];
+            const uint32_t *src = rows + (size_t)u * nc;
+            uint32_t *dst = a->dense + (size_t)u * nc;
+            for (uint32_t c = 0; c < nc; c++) dst[c] = ID_OF(src[c]);
+        } else {
+            cc_ac_slot *sp = &a->slot[slot_of[u]];
+            sp->base = base_of[u];
+            sp->fail = ID_OF(t.fail[u]) & CC_AC_ID;
+            for (uint32_t v = t.first[u]; v < t.first[u + 1]; v++) sp->kids |= 1u << (t.ecls[v] & 31);
+            if (t.set[u] != UNSET) {
+                a->match[a->nmatch][0] = slot_of[u];
+                a->match[a->nmatch++][1] = t.set[u];
+            }
+        }
+        for (uint32_t v = t.first[u]; v < t.first[u + 1]; v++) {
+            if (v < ndense) continue;
+            uint32_t owner = u < ndense ? CC_AC_ID : slot_of[u];
+            a->slot[slot_of[v]].check = owner | (t.set[v] != UNSET ? CC_AC_MATCH : 0u);
+        }
     }
-    size_t nout = 0;
-    for (uint32_t u = 0; u < N; u++) nout += outs[u].n;
-    a->out = malloc((nout ? nout : 1) * sizeof *a->out);
-    if (!a->out) goto oom;
-    a->nout = nout;
-    /* CSR in new-id order */
-    uint32_t *by_new = malloc((size_t)N * sizeof *by_new);
-    if (!by_new) goto oom;
-    for (uint32_t u = 0; u < N; u++) by_new[newid[u]] = u;
-    size_t pos = 0;
-    for (uint32_t id = first_out; id < N; id++) {
-        const outlist *ol = &outs[by_new[id]];
-        a->out_start[id - first_out] = (uint32_t)pos;
-        memcpy(a->out + pos, ol->items, ol->n * sizeof *ol->items);
-        pos += ol->n;
-    }
-    a->out_start[N - first_out] = (uint32_t)pos;
-    free(by_new);
+#undef ID_OF
+    qsort(a->match, a->nmatch, sizeof *a->match, cmp_match);
+    a->out = out, out = NULL;
+    a->nout = out_n;
+    a->out_start = out_start, out_start = NULL;
+    a->nsets = (uint32_t)nsets;
 
     /* the class map: BMP pages, then the sorted astral code points */
     {
@@ -320,27 +567,31 @@ oom:
 fail:
     cc_automaton_free(a);
     a = NULL;
-done: /* the build's scratch, on success and failure alike */
+done:
     free(text);
     free(starts);
     free(cps);
     free(cls);
-    if (outs) {
-        for (uint32_t u = 0; u < b.nodes; u++) free(outs[u].items);
-        free(outs);
-    }
-    free(fail);
-    free(queue);
-    free(newid);
-    free(b.rows);
-    free(b.term_head);
-    free(b.terms);
+    free(order);
+    free(otmp);
+    free(rows);
+    free(slot_of);
+    free(base_of);
+    free(ccls);
+    free(out);
+    free(out_start);
+    free(sl.used);
+    free(sl.tried);
+    nodes_free(&t);
     return a;
 }
 
 void cc_automaton_free(cc_automaton *a) {
     if (!a) return;
-    free(a->trans);
+    free(a->dense);
+    free(a->dense_out);
+    free(a->slot_mem);
+    free(a->match);
     free(a->page_cls);
     free(a->astral_cp);
     free(a->astral_cls);
@@ -359,11 +610,23 @@ uint32_t cc_automaton_astral_class(const cc_automaton *a, uint32_t cp) {
     return (lo < a->nastral && a->astral_cp[lo] == cp) ? a->astral_cls[lo] : 0;
 }
 
+uint32_t cc_automaton_sparse_set(const cc_automaton *a, uint32_t slot) {
+    uint32_t lo = 0, hi = a->nmatch;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a->match[mid][0] < slot) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < a->nmatch && a->match[lo][0] == slot) ? a->match[lo][1] : UNSET;
+}
+
 size_t cc_automaton_memory(const cc_automaton *a) {
     if (!a) return 0;
-    return sizeof *a + (size_t)a->nstates * a->nclasses * sizeof(uint32_t) +
+    return sizeof *a + (size_t)a->ndense * a->nclasses * sizeof(uint32_t) +
+           (size_t)a->ndense * sizeof(uint32_t) +
+           ((size_t)a->nslots + 2 * (size_t)a->nclasses) * sizeof(cc_ac_slot) +
+           (size_t)a->nmatch * sizeof *a->match +
            (size_t)a->npages * 256 * sizeof *a->page_cls +
            (size_t)a->nastral * (sizeof *a->astral_cp + sizeof *a->astral_cls) +
-           (size_t)(a->nstates - a->match_base / a->nclasses + 1) * sizeof(uint32_t) +
-           a->nout * sizeof(cc_output);
+           (size_t)(a->nsets + 1) * sizeof(uint32_t) + a->nout * sizeof(cc_output);
 }

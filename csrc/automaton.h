@@ -1,12 +1,27 @@
-/* A dense Aho–Corasick DFA over code points, built once and shared read-only.
+/* An Aho–Corasick automaton over code points whose size follows the phrases, built once and
+ * shared read-only.
  *
  * Code points map to classes (code points that occur in no phrase share class 0) through a
  * two-level table for the BMP (one page of 256 class ids per high byte that holds a phrase
- * character, one shared page of zeros for the rest) and a sorted list beyond it. State ids are
- * premultiplied by the number of classes, so one step is one load: s = trans[s + class(cp)].
- * States are numbered so that every state with an output comes last: a match test is one
- * comparison, s >= match_base. Outputs of a state list, for each rule with a phrase ending
- * there, the longest such phrase (sorted by rule).
+ * character, one shared page of zeros for the rest) and a sorted list beyond it.
+ *
+ * States come in two kinds (the split is chosen by a byte budget, shallow states first):
+ *
+ * - dense states: the root and the shallowest states in breadth-first order, with a full DFA row
+ *   (one transition per class, failure links already resolved). Their ids are premultiplied by
+ *   the number of classes: one step is one load, dense[id + class]. The text spends nearly all
+ *   its time in these rows (most characters lead back to the root or near it).
+ * - sparse states: the deeper states, stored as a double-array trie (base + class = the slot of
+ *   the child, check[slot] = the parent, so a lookup costs one load and a compare whatever the
+ *   fan-out) plus a failure link. A miss follows failure links until a child is found or a dense
+ *   state is reached. Their ids are dense_end + slot.
+ *
+ * Every state with an output carries CC_AC_MATCH (the top bit) in its id, so a match test is a
+ * sign test. Outputs of a state list, for each rule with a phrase ending there, the longest such
+ * phrase (the first declared among equals), sorted by rule.
+ *
+ * The memory is O(states + classes + dense budget): 16 bytes per sparse state (and 8 more for
+ * one with outputs), where the dense table of every state would cost 4 x classes bytes each.
  *
  * Matching code points is matching UTF-8 bytes (UTF-8 is self-synchronising, and lone
  * surrogates are whole code points either way), one step a character instead of one a byte.
@@ -19,6 +34,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#define CC_AC_MATCH 0x80000000u
+#define CC_AC_ID 0x7FFFFFFFu
+
+/* Bytes of dense rows per automaton (the root always has one). 512 KiB keeps the benchmarks'
+ * 300 phrases under 1 MiB in all while the text's usual states stay dense. */
+#ifndef CC_AC_DENSE_BYTES
+#define CC_AC_DENSE_BYTES (512u * 1024u)
+#endif
+
+/* Most distinct phrase characters (plus specials) in one automaton. */
+#define CC_AC_MAX_CLASSES 0xFFFF
 
 typedef struct cc_phrase_in {
     const unsigned char *bytes; /* UTF-8 (lone surrogates encoded as 3 bytes) */
@@ -33,50 +60,96 @@ typedef struct cc_output {
     uint32_t chars; /* code points of the phrase */
 } cc_output;
 
+/* One slot of the double array: the state that lives there (base, fail, a filter of its
+ * children's classes) and the check of the slot (which state's child lives here), side by side,
+ * so the lookup of a child and the next step from it touch one cache line. The filter has bit
+ * c % 32 set for each child class c: most misses (text that leaves the trie) are decided without
+ * reading the check of a slot elsewhere in the array. */
+typedef struct cc_ac_slot {
+    int32_t base;   /* slot of the child by class c: base + c (checked against its check) */
+    uint32_t fail;  /* id of the failure state (no match bit) */
+    uint32_t check; /* the parent's slot | this state's match bit; CC_AC_ID when no child of a
+                     * sparse state lives here */
+    uint32_t kids;  /* bit c % 32 for each child class c */
+} cc_ac_slot;
+
 typedef struct cc_automaton {
     uint32_t nclasses;
-    uint32_t nstates;
-    uint32_t match_base;   /* premultiplied id of the first state with outputs */
     uint32_t special_base; /* classes >= this are the caller's special code points */
-    uint32_t *trans;       /* nstates * nclasses premultiplied ids */
+    uint32_t dense_end;    /* ids below this are dense states (premultiplied by nclasses) */
+    uint32_t ndense;
+    uint32_t nstates;
+    uint32_t nslots;       /* slots of the double array (>= sparse states) */
+    uint32_t *dense;       /* ndense * nclasses ids (with the match bit) */
+    cc_ac_slot *slot;      /* indexable from -nclasses to nslots + nclasses (padding slots are
+                            * free), so base + c needs no bounds check */
+    cc_ac_slot *slot_mem;  /* the allocation behind slot */
+    uint32_t (*match)[2];  /* (slot, output set) of each sparse state with outputs, by slot */
+    uint32_t nmatch;
+    uint32_t *dense_out;   /* per dense state: its output set, or UINT32_MAX */
     uint32_t pages[256];   /* BMP: offset in page_cls of the page of cp >> 8 */
     uint16_t *page_cls;    /* npages * 256 class ids; page 0 is all zero */
     uint32_t npages;
     uint32_t *astral_cp;   /* sorted code points above U+FFFF that have a class */
     uint16_t *astral_cls;
     uint32_t nastral;
-    uint32_t *out_start;   /* per output state (id - first output state), CSR offsets, +1 */
+    uint32_t *out_start;   /* per output set, offsets into out, +1 */
+    uint32_t nsets;
     cc_output *out;
     size_t nout;
 } cc_automaton;
 
 /* Build an automaton. `special` (nspecial code points, may be NULL) get classes of their own
- * at or above special_base. Returns NULL on failure, writes a message to err and the status to
- * *status (when not NULL): CC_ERR_NOMEM, or CC_ERR_TOO_BIG when the table would exceed
- * max_table_bytes or the phrases use more than 65534 distinct code points. */
+ * at or above special_base. `dense_bytes` caps the dense rows (the root always has one).
+ * Returns NULL on failure, writes a message to err and the status to *status (when not NULL):
+ * CC_ERR_NOMEM, or CC_ERR_TOO_BIG when the automaton would exceed max_bytes or the phrases use
+ * more distinct code points than CC_AC_MAX_CLASSES allows. */
 cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold,
-                                 const uint32_t *special, size_t nspecial,
-                                 size_t max_table_bytes, char *err, size_t errlen,
-                                 int *status);
+                                 const uint32_t *special, size_t nspecial, size_t dense_bytes,
+                                 size_t max_bytes, char *err, size_t errlen, int *status);
 void cc_automaton_free(cc_automaton *a);
 size_t cc_automaton_memory(const cc_automaton *a);
 
 uint32_t cc_automaton_astral_class(const cc_automaton *a, uint32_t cp);
+uint32_t cc_automaton_sparse_set(const cc_automaton *a, uint32_t slot);
 
 static inline uint32_t cc_automaton_class(const cc_automaton *a, uint32_t cp) {
     if (cp < 0x10000) return a->page_cls[a->pages[cp >> 8] + (cp & 0xFF)];
     return cc_automaton_astral_class(a, cp);
 }
 
+/* The state after class c from state s (ids as returned by this function; the start is 0). */
+static inline uint32_t cc_automaton_next(const cc_automaton *a, uint32_t s, uint32_t c) {
+    uint32_t id = s & CC_AC_ID;
+    const uint32_t de = a->dense_end;
+    while (id >= de) {
+        const uint32_t k = id - de;
+        const cc_ac_slot *n = &a->slot[k];
+        if ((n->kids >> (c & 31)) & 1) {
+            const int32_t child = n->base + (int32_t)c;
+            const uint32_t chk = a->slot[child].check;
+            if ((chk & CC_AC_ID) == k) return (de + (uint32_t)child) | (chk & CC_AC_MATCH);
+        }
+        id = n->fail;
+    }
+    return a->dense[id + c];
+}
+
 static inline uint32_t cc_automaton_step(const cc_automaton *a, uint32_t s, uint32_t cp) {
-    return a->trans[s + cc_automaton_class(a, cp)];
+    return cc_automaton_next(a, s, cc_automaton_class(a, cp));
+}
+
+static inline int cc_automaton_is_match(uint32_t s) {
+    return (s & CC_AC_MATCH) != 0;
 }
 
 static inline const cc_output *cc_automaton_outputs(const cc_automaton *a, uint32_t state,
                                                     uint32_t *count) {
-    uint32_t k = (state - a->match_base) / a->nclasses;
-    *count = a->out_start[k + 1] - a->out_start[k];
-    return a->out + a->out_start[k];
+    uint32_t id = state & CC_AC_ID;
+    uint32_t set = id < a->dense_end ? a->dense_out[id / a->nclasses]
+                                     : cc_automaton_sparse_set(a, id - a->dense_end);
+    *count = a->out_start[set + 1] - a->out_start[set];
+    return a->out + a->out_start[set];
 }
 
 #endif

@@ -38,8 +38,8 @@
 #define CC_MAX_WINDOW_CHARS 65536     /* TailRepeat.window_chars */
 #define CC_MAX_TAIL_CHARS 65536       /* cc_options.evidence_chars (the tail kept) */
 #define CC_MAX_PHRASE_CHARS 4096      /* code points of one phrase; also min_line_chars */
-#define CC_MAX_PHRASES 65536          /* phrases of one ruleset, all rules together */
-#define CC_MAX_PHRASE_BYTES 1048576   /* UTF-8 bytes of all phrases together */
+#define CC_MAX_PHRASES 1048576        /* phrases of one ruleset, all rules together */
+#define CC_MAX_PHRASE_BYTES 16777216  /* UTF-8 bytes of all phrases together */
 #define CC_MAX_BLOCK_SEGMENTS 4096    /* BlockRepeat.max_period x min_repeats */
 #define CC_MAX_BLOCK_PERIOD 1024      /* BlockRepeat.max_period */
 #define CC_MAX_BLOCK_REPEATS 64       /* BlockRepeat.min_repeats */
@@ -130,6 +130,7 @@ typedef struct cc_options {
     uint32_t evidence_chars;  /* tail kept for cc_watcher_tail, [0, CC_MAX_TAIL_CHARS] */
     int mask_fences;          /* lines inside ``` fences are not counted */
     size_t max_table_bytes;   /* per phrase automaton */
+    size_t dense_bytes;       /* dense rows per phrase automaton; 0 = CC_AC_DENSE_BYTES */
 } cc_options;
 
 /* Why cc_ruleset_new failed: the status, the index of the failing rule or phrase spec (-1 when

@@ -368,9 +368,10 @@ int cc_ruleset_new(const cc_options *opt, const cc_rule_spec *rules, uint32_t nr
                                                   : 0;
             char msg[sizeof err->message];
             int ac_status = CC_ERR_NOMEM;
-            rs->views[v].ac[fold] = cc_automaton_build(group, n, fold, quote_specials, nspecial,
-                                                       opt->max_table_bytes, msg, sizeof msg,
-                                                       &ac_status);
+            rs->views[v].ac[fold] = cc_automaton_build(
+                group, n, fold, quote_specials, nspecial,
+                opt->dense_bytes ? opt->dense_bytes : CC_AC_DENSE_BYTES, opt->max_table_bytes,
+                msg, sizeof msg, &ac_status);
             if (!rs->views[v].ac[fold]) {
                 status = compile_fail(err, ac_status, -1, -1, "phrases", "%s", msg);
                 goto fail;

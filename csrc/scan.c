@@ -190,7 +190,7 @@ static void on_match(cc_watcher *w, view *v, const cc_automaton *a, uint32_t sta
 }
 
 /* The phrase automata of the view have reached output states at the current character
- * (v->state[k] >= match_base for at least one k). */
+ * (cc_automaton_is_match(v->state[k]) for at least one k). */
 static void phrases_matched(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
     if (vp->quotes) {
         /* one occurrence per end position: it makes the line a list line when one of its
@@ -198,7 +198,7 @@ static void phrases_matched(cc_watcher *w, const viewplan *vp, view *v, uint64_t
         if (v->after_occ && v->gap_seps && v->gap_end != UINT64_MAX) {
             for (int k = 0; k < vp->nac && !v->list_line; k++) {
                 const cc_automaton *a = vp->live_ac[k];
-                if (v->state[k] < a->match_base) continue;
+                if (!cc_automaton_is_match(v->state[k])) continue;
                 uint32_t n;
                 const cc_output *out = cc_automaton_outputs(a, v->state[k], &n);
                 for (uint32_t i = 0; i < n; i++)
@@ -212,7 +212,7 @@ static void phrases_matched(cc_watcher *w, const viewplan *vp, view *v, uint64_t
     }
     for (int k = 0; k < vp->nac; k++) {
         const cc_automaton *a = vp->live_ac[k];
-        if (v->state[k] >= a->match_base) on_match(w, v, a, v->state[k], pos);
+        if (cc_automaton_is_match(v->state[k])) on_match(w, v, a, v->state[k], pos);
     }
 }
 
@@ -270,11 +270,11 @@ HOT_INLINE void run_view(cc_watcher *w, const viewplan *vp, view *v, const void 
         if (nac) {
             int hit;
             s0 = cc_automaton_step(a0, s0, cp);
-            hit = s0 >= a0->match_base;
+            hit = cc_automaton_is_match(s0);
             if (nac > 1) {
                 const cc_automaton *a1 = vp->live_ac[1];
                 v->state[1] = cc_automaton_step(a1, v->state[1], cp);
-                hit |= v->state[1] >= a1->match_base;
+                hit |= cc_automaton_is_match(v->state[1]);
             }
             if (hit) {
                 v->chars = chars0 + i + 1;
@@ -342,7 +342,7 @@ static void ph_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, ui
     if (v->in_gap) gap_step(v, cp, at - 1);
     uint32_t s = cc_automaton_step(a, v->state[0], cp);
     v->state[0] = s;
-    if (s >= a->match_base) {
+    if (cc_automaton_is_match(s)) {
         uint64_t end = v->chars;
         v->chars = at;
         phrases_matched(w, vp, v, pos);
@@ -374,10 +374,9 @@ HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, vie
         }
         if (!v->in_gap) {
             const cc_automaton *a = vp->live_ac[0];
-            const uint32_t *trans = a->trans;
             const uint32_t *pages = a->pages;
             const uint16_t *pcls = a->page_cls;
-            const uint32_t mb = a->match_base, sb = a->special_base;
+            const uint32_t sb = a->special_base;
             uint16_t *rlo = ring ? vc->ring.lo : NULL;
             uint8_t *rhi = ring ? vc->ring.hi : NULL;
             uint32_t rpos = ring ? vc->ring.pos : 0;
@@ -387,8 +386,8 @@ HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, vie
                 uint32_t cp = load_cp(data, kind, i);
                 uint32_t c = kind == 4 ? cc_automaton_class(a, cp)
                                        : pcls[pages[cp >> 8] + (cp & 0xFF)];
-                uint32_t t = trans[s + c];
-                if ((t >= mb) | (c >= sb)) break;
+                uint32_t t = cc_automaton_next(a, s, c);
+                if (cc_automaton_is_match(t) | (c >= sb)) break;
                 s = t;
                 if (ring) rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, wide);
             }

@@ -77,6 +77,7 @@ cdef extern from "engine.h" nogil:
         uint32_t line_window, min_line_chars, evidence_chars
         int mask_fences
         size_t max_table_bytes
+        size_t dense_bytes
 
     ctypedef struct cc_ruleset:
         pass

@@ -23,7 +23,11 @@ MAX_BLOCK_PERIOD: int
 MAX_BLOCK_REPEATS: int
 MAX_SEGMENT_EVERY_BYTES: int
 MAX_VOCAB_WORDS: int
+MAX_AUTOMATON_BYTES: int
 
+def _automaton_limits(
+    dense_bytes: int | None = None, max_bytes: int | None = None
+) -> tuple[int, int]: ...
 def _compile_specs(
     specs: Iterable[dict[str, Any]],
     phrase_lists: Iterable[Iterable[str]] | None = None,
@@ -58,6 +62,8 @@ class Ruleset:
         channel: str = "text",
     ) -> list[Detection]: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
+    @property
+    def memory(self) -> int: ...
     def __sizeof__(self) -> int: ...
 
 @final

@@ -47,7 +47,23 @@ cdef extern from "Python.h":
 # Deltas longer than this are scanned with the GIL released.
 cdef enum:
     NOGIL_CHARS = 65536
-cdef size_t MAX_TABLE_BYTES = 256 * 1024 * 1024
+#: Largest compiled phrase automaton (one per channel view and case folding); see docs/hardening.md.
+MAX_AUTOMATON_BYTES = 256 * 1024 * 1024
+cdef size_t MAX_TABLE_BYTES = MAX_AUTOMATON_BYTES
+cdef size_t DENSE_BYTES = 0  # 0: the core's default budget of dense automaton rows
+
+
+def _automaton_limits(dense_bytes=None, max_bytes=None):
+    """Test hook: set the dense-row budget and the size limit of the phrase automata of
+    Rulesets built from now on (``None`` keeps a value; ``dense_bytes=0`` restores the default).
+    Returns the previous ``(dense_bytes, max_bytes)``. Not thread-safe; not public API."""
+    global DENSE_BYTES, MAX_TABLE_BYTES
+    old = (DENSE_BYTES, MAX_TABLE_BYTES)
+    if dense_bytes is not None:
+        DENSE_BYTES = dense_bytes
+    if max_bytes is not None:
+        MAX_TABLE_BYTES = max_bytes
+    return old
 
 _VIEWS = {"text": CC_VIEW_TEXT, "reasoning": CC_VIEW_REASONING, "combined": CC_VIEW_COMBINED}
 # The engine's detectors by the name rule classes declare (Rule.detector).
@@ -184,6 +200,7 @@ cdef cc_ruleset *_compile(list specs, list phrase_lists, options) except NULL:
         opt.evidence_chars = options.evidence_chars
         opt.mask_fences = options.mask_code_fences
         opt.max_table_bytes = MAX_TABLE_BYTES
+        opt.dense_bytes = DENSE_BYTES
         if cc_ruleset_new(&opt, cspecs, <uint32_t>n, phrases, <size_t>k, &rs, &err) != CC_OK:
             raise _compile_error(&err)
         return rs
@@ -306,6 +323,12 @@ cdef class Ruleset:
                                         "min_line_chars": o.min_line_chars,
                                         "evidence_chars": o.evidence_chars,
                                         "mask_code_fences": o.mask_code_fences}))
+
+    @property
+    def memory(self):
+        """Bytes of the compiled ruleset: the phrase automata (and the rule table). Shared by
+        every watcher; ``sys.getsizeof(ruleset)`` adds the Python object."""
+        return cc_ruleset_memory(self._rs) if self._rs else 0
 
     def __sizeof__(self):
         return object.__sizeof__(self) + (cc_ruleset_memory(self._rs) if self._rs else 0)
