@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h> /* malloc_trim */
+#endif
+
 #include "common.h"
 #include "engine.h" /* status codes */
 #include "text.h"
@@ -12,6 +16,15 @@
 
 /* Compiled bytes a sparse state costs, for the size limit. */
 #define SPARSE_BYTES sizeof(cc_ac_slot)
+
+/* A large build frees tens of MiB of work arrays that glibc keeps in the heap (they were
+ * allocated before the automaton, so the heap cannot shrink from the top): hand the free pages
+ * back, so the process keeps what the automaton needs and not what building it needed. */
+static void release_build_memory(void) {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
 
 /* A failure: the message, and the status (CC_ERR_NOMEM or CC_ERR_TOO_BIG) when asked for. */
 static void fail_with(char *err, size_t errlen, int *status, int code, const char *msg) {
@@ -582,7 +595,9 @@ done:
     free(out_start);
     free(sl.used);
     free(sl.tried);
+    size_t built = t.cap;
     nodes_free(&t);
+    if (built > ((size_t)1 << 16)) release_build_memory();
     return a;
 }
 
