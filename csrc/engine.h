@@ -240,9 +240,10 @@ size_t cc_watcher_tail(const cc_watcher *w, size_t n, uint32_t *out);
 long long cc_check_splits(const int64_t *splits, size_t n, size_t len);
 
 /* Feed a recorded trace into w (fresh or reset): the text cut at the end offsets `splits`
- * (checked with cc_check_splits first), one delta each on `channel` (consecutive deltas walked in batches of ~4096 code points:
- * the same detections, see watcher.c), then finish. Hits are
- * left in the list as by cc_watcher_feed. CC_OK, CC_ERR_FINISHED or CC_ERR_NOMEM. */
+ * (checked with cc_check_splits first), one delta each on `channel`, then finish; consecutive
+ * deltas are walked in batches of ~4096 code points, which gives the same detections (see
+ * watcher.c). Hits are left in the list as by cc_watcher_feed. CC_OK, CC_ERR_FINISHED or
+ * CC_ERR_NOMEM. */
 int cc_replay(cc_watcher *w, const void *data, int kind, size_t len, const int64_t *splits,
               size_t nsplits, int channel);
 
