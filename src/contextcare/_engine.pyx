@@ -328,7 +328,8 @@ cdef class Ruleset:
     def memory(self):
         """Bytes of the compiled ruleset: the phrase automata (and the rule table). Shared by
         every watcher; ``sys.getsizeof(ruleset)`` adds the Python object."""
-        return cc_ruleset_memory(self._rs) if self._rs else 0
+        self._ready()
+        return cc_ruleset_memory(self._rs)
 
     def __sizeof__(self):
         return object.__sizeof__(self) + (cc_ruleset_memory(self._rs) if self._rs else 0)
