@@ -2,7 +2,7 @@
 # Rerun the benchmarks and rewrite the results in benchmarks/README.md.
 #
 #   pip install '.[bench]'              # once: pytest-benchmark, numpy, pyahocorasick, hyperscan
-#   bash benchmarks/run.sh              # the default suite (a few minutes)
+#   bash benchmarks/run.sh              # the default suite and the phrase-set sweep (~10 minutes)
 #   CONTEXTCARE_BENCH_BIG=1 bash benchmarks/run.sh   # also 100 000 watchers and 10 MB fed
 #
 # Extra arguments go to pytest (e.g. -k phrases). PYTHON picks the interpreter (default: python).
@@ -17,4 +17,5 @@ if awk "BEGIN { exit !($load > 0.5) }"; then
 fi
 "$PY" -m pytest benchmarks/ --benchmark-json="$OUT" "$@"
 "$PY" benchmarks/report.py "$OUT" --readme benchmarks/README.md
+"$PY" benchmarks/sweep.py    # phrase sets of 100 ... 100 000: sweep.json, sweep.png, README
 echo "results: $OUT; tables rewritten in benchmarks/README.md"
