@@ -459,9 +459,16 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     a->nstates = N;
     a->ndense = ndense;
     a->dense_end = ndense * nc;
+    /* the phrases and the breadth-first work arrays are done with: free them before the
+     * automaton itself is allocated (lower peak memory) */
     free(t.lo), t.lo = NULL;
     free(t.hi), t.hi = NULL;
     free(t.depth), t.depth = NULL;
+    free(text), text = NULL;
+    free(starts), starts = NULL;
+    free(order), order = NULL;
+    free(otmp), otmp = NULL;
+    sorted = NULL;
 
     /* slots of the sparse states: a free slot for a child of a dense state, a common base for
      * the children of a sparse state */
