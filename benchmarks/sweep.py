@@ -41,7 +41,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import traces  # noqa: E402
+import traces
 
 SIZES = (100, 300, 1000, 3000, 10_000, 30_000, 100_000)
 LANGS = ("zh", "en")
@@ -199,8 +199,8 @@ def table(results: list[dict[str, Any]]) -> str:
             continue
         label = {"zh": "Chinese (2-8 random CJK ideographs)",
                  "en": "English (2-4 words, one made-up)"}[lang]
-        lines += [f"**{label}** — compile s / reported MiB / RSS growth MiB / peak growth MiB"
-                  " / ns per delta", ""]
+        lines += [(f"**{label}** — compile s / reported MiB / RSS growth MiB / peak growth MiB"
+                   " / ns per delta"), ""]
         lines.append("| phrases | " + " | ".join(METHODS) + " | contextcare × floor | replay MB/s |")
         lines.append("|---:|" + "---|" * len(METHODS) + "---:|---:|")
         for n in sizes:
@@ -259,7 +259,7 @@ def rewrite_readme(readme: Path, results: list[dict[str, Any]], meta: dict[str, 
     block = f"<!-- sweep:start -->\n{body}<!-- sweep:end -->"
     if "<!-- sweep:start -->" in text:
         text = re.sub(r"<!-- sweep:start -->.*?<!-- sweep:end -->", lambda _: block, text,
-                      flags=re.S)
+                      flags=re.DOTALL)
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     readme.write_text(text, encoding="utf-8")
