@@ -18,6 +18,7 @@ from contextcare.traces import (
     StreamResult,
     TraceFormatError,
     iter_events,
+    iter_text_events,
     replay,
     sample_events,
     scan,
@@ -384,3 +385,50 @@ def test_replay_and_live_read_chunks_alike() -> None:
     channel = {"reasoning-delta": "reasoning", "text-delta": "text"}
     assert [(channel[t], text) for t, text in replayed] == [
         (c, text) for ch in EMPTY_RC_CHUNKS for _, c, text in openai_parts(ch)]
+
+
+# --------------------------------------------------------------------------- line-size limit
+
+def _event_line(stream: str, kind: str, text: str = "") -> str:
+    return json.dumps({"stream": stream, "type": kind, "text": text}) + "\n"
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_a_line_over_the_limit_is_a_file_line_error_and_is_skipped(tmp_path: Path,
+                                                                     compress: bool) -> None:
+    """A line longer than max_line_bytes is never held whole: strict reading stops with a
+    TraceFormatError naming file:line; with on_error the line is skipped and the lines after it
+    are read as usual."""
+    from contextcare.traces import LINE_MAX_BYTES
+
+    assert LINE_MAX_BYTES == 64 << 20
+    body = (_event_line("r", "start") + _event_line("r", "text-delta", "x" * 5000)
+            + _event_line("r", "text-delta", "after") + _event_line("r", "end"))
+    path = tmp_path / ("t.jsonl.gz" if compress else "t.jsonl")
+    path.write_bytes(gzip.compress(body.encode()) if compress else body.encode())
+    with pytest.raises(TraceFormatError) as info:
+        list(iter_events(path, max_line_bytes=1000))
+    assert f"{path}:2:" in str(info.value) and "longer than the 1000-byte limit" in str(info.value)
+    assert info.value.line == 2
+    errors: list[TraceFormatError] = []
+    events = list(iter_events(path, on_error=errors.append, max_line_bytes=1000))
+    assert [e.line for e in errors] == [2]
+    assert [(e.type, e.text, e.line) for e in events] == [
+        ("start", "", 1), ("text-delta", "after", 3), ("end", "", 4)]
+    # under the default limit the same file reads whole
+    assert [e.text for e in iter_events(path)][1] == "x" * 5000
+
+
+def test_line_limit_applies_to_text_sources_and_plain_text_files(tmp_path: Path) -> None:
+    lines = ["short\n", "y" * 300 + "\n", "z" * 50]
+    errors: list[TraceFormatError] = []
+    events = list(iter_text_events(io.StringIO("".join(lines)), on_error=errors.append,
+                                   max_line_bytes=100))
+    assert [e.line for e in errors] == [2]
+    assert [e.text for e in events if e.type == "text-delta"] == ["short\n", "z" * 50]
+    # a line of exactly the limit (newline included) is read
+    exact = "a" * 99 + "\n"
+    assert [e.text for e in iter_text_events(io.StringIO(exact), max_line_bytes=100)
+            if e.text] == [exact]
+    with pytest.raises(TraceFormatError, match=r":2: a line of 301 bytes"):
+        list(iter_text_events(io.StringIO("".join(lines)), max_line_bytes=100))

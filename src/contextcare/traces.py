@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Event", "EVENT_TYPES", "TraceFormatError", "StreamResult", "iter_events", "iter_text_events",
-    "replay", "Replayer", "Site", "scan", "DOCUMENT_MAX_CHARS", "UNIT_MAX_CHARS",
+    "replay", "Replayer", "Site", "scan", "DOCUMENT_MAX_CHARS", "LINE_MAX_BYTES", "UNIT_MAX_CHARS",
     "SAMPLES", "sample_events",
 ]
 
@@ -140,11 +140,56 @@ def _open_binary(source: str | os.PathLike[str]) -> IO[bytes]:
     return open(source, "rb")
 
 
-def _raw_lines(raw: IO[bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
+#: The longest line read (UTF-8 bytes; characters of a text source, newline included): a longer
+#: line is a :class:`TraceFormatError` naming its file and line, read past in pieces but never
+#: held whole. ``max_line_bytes`` of :func:`iter_events` and :func:`iter_text_events` changes it.
+LINE_MAX_BYTES = 64 << 20
+
+
+class _LongLine:
+    """Stands in for a line longer than the limit: its size, not its text."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _bounded_lines(reader: Any, limit: int) -> Iterator[bytes | str | _LongLine]:
+    """The lines of ``reader`` (binary or text), reading at most ``limit`` + 1 at a time."""
+    if limit < 1:
+        raise ValueError(f"max_line_bytes must be at least 1, got {limit}")
+    readline = reader.readline
+    while True:
+        line = readline(limit + 1)
+        if not line:
+            return
+        newline = b"\n" if isinstance(line, bytes) else "\n"
+        if len(line) <= limit or line.endswith(newline):
+            yield line
+            continue
+        size = len(line)
+        del line
+        while True:  # the rest of the line, in pieces, then on with the next one
+            piece = readline(1 << 20)
+            size += len(piece)
+            if not piece or piece.endswith(newline):
+                break
+        yield _LongLine(size)
+
+
+def _long_line_error(source: str, n: int, line: _LongLine, limit: int) -> TraceFormatError:
+    return TraceFormatError(source, n, f"a line of {line.size} bytes, longer than the"
+                                       f" {limit}-byte limit (max_line_bytes); it was skipped")
+
+
+def _raw_lines(raw: IO[bytes], progress: Callable[[int], None] | None,
+               limit: int = LINE_MAX_BYTES) -> Iterator[bytes | _LongLine]:
     """Lines of a binary stream, gunzipped when it starts with the gzip magic."""
     reader: Any = raw if hasattr(raw, "peek") else io.BufferedReader(cast(Any, raw))
     head = reader.peek(2)[:2]
-    lines: Iterable[bytes] = gzip.GzipFile(fileobj=reader) if head == _GZIP_MAGIC else reader
+    source: Any = gzip.GzipFile(fileobj=reader) if head == _GZIP_MAGIC else reader
+    lines = cast("Iterator[bytes | _LongLine]", _bounded_lines(source, limit))
     report = progress if progress is not None and raw.seekable() else None
     for n, line in enumerate(lines, 1):
         if report is not None and n % _PROGRESS_EVERY == 0:
@@ -394,14 +439,18 @@ def _document_values(text: str, first_line: int) -> Iterator[tuple[object, int]]
         pos += 1
 
 
-def _read_document(parser: _Parser, first: bytes | str, rest: Iterable[bytes | str], n: int,
+def _read_document(parser: _Parser, first: bytes | str, rest: Iterable[bytes | str | _LongLine],
+                   n: int,
                    first_error: TraceFormatError,
                    on_error: Callable[[TraceFormatError], None] | None) -> Iterator[Event]:
     """Read a file whose first line opens a JSON value it does not close (a pretty-printed
     completion, a list of them, ``jq`` output) as a whole JSON text, from its line ``n`` on."""
     parts: list[bytes | str] = [first]
     size = len(first)
-    for raw in rest:
+    for m, raw in enumerate(rest, n + 1):
+        if isinstance(raw, _LongLine):
+            raise parser.fail(m, f"a line of {raw.size} bytes in a JSON document, longer than"
+                                 " the line limit (max_line_bytes)")
         size += len(raw)
         if size > DOCUMENT_MAX_CHARS:
             raise parser.fail(n, f"a JSON document larger than {DOCUMENT_MAX_CHARS >> 20} MiB;"
@@ -444,24 +493,26 @@ def _read_document(parser: _Parser, first: bytes | str, rest: Iterable[bytes | s
                 on_error(line_error)
 
 
-def _open_lines(source: Source, progress: Callable[[int], None] | None
-                ) -> tuple[Iterable[bytes | str], IO[bytes] | None]:
+def _open_lines(source: Source, progress: Callable[[int], None] | None,
+                limit: int = LINE_MAX_BYTES
+                ) -> tuple[Iterable[bytes | str | _LongLine], IO[bytes] | None]:
     owned: IO[bytes] | None = None
-    lines: Iterable[bytes | str]
+    lines: Iterable[bytes | str | _LongLine]
     if isinstance(source, (str, os.PathLike)):
         owned = _open_binary(source)
-        lines = cast("Iterable[bytes | str]", _raw_lines(owned, progress))
+        lines = _raw_lines(owned, progress, limit)
     elif isinstance(source, io.TextIOBase):
-        lines = cast("Iterable[bytes | str]", source)
+        lines = _bounded_lines(source, limit)
     elif hasattr(source, "read"):
-        lines = cast("Iterable[bytes | str]", _raw_lines(cast("IO[bytes]", source), progress))
+        lines = _raw_lines(cast("IO[bytes]", source), progress, limit)
     else:
         raise TypeError(f"source must be a path or an open file, got {type(source).__name__}")
     return lines, owned
 
 
 def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] | None = None,
-                progress: Callable[[int], None] | None = None) -> Iterator[Event]:
+                progress: Callable[[int], None] | None = None,
+                max_line_bytes: int = LINE_MAX_BYTES) -> Iterator[Event]:
     """Read the events of one trace file.
 
     ``source`` is a path (``"-"`` for standard input) or an open file, binary (gzip is detected)
@@ -474,14 +525,22 @@ def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] 
     A file whose first non-blank line opens a JSON object or list that it does not close is read
     as one JSON text (at most :data:`DOCUMENT_MAX_CHARS`): a pretty-printed completion, a list of
     objects, or several documents one after another; each object is then read as a line would be.
+    A line longer than ``max_line_bytes`` (default :data:`LINE_MAX_BYTES`, 64 MiB) is malformed:
+    it is read past in pieces, never held whole.
     """
     name = _source_name(source)
     parser = _Parser(name)
-    lines, owned = _open_lines(source, progress)
+    lines, owned = _open_lines(source, progress, max_line_bytes)
     n = 0
     try:
         iterator = iter(enumerate(lines, 1))
         for n, raw in iterator:
+            if isinstance(raw, _LongLine):
+                error = _long_line_error(name, n, raw, max_line_bytes)
+                if on_error is None:
+                    raise error
+                on_error(error)
+                continue
             try:
                 events = parser.parse(raw, n)
             except TraceFormatError as exc:
@@ -503,20 +562,27 @@ def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] 
 
 def iter_text_events(source: Source, *, channel: str = "text", stream: str = "reply",
                      on_error: Callable[[TraceFormatError], None] | None = None,
-                     progress: Callable[[int], None] | None = None) -> Iterator[Event]:
+                     progress: Callable[[int], None] | None = None,
+                     max_line_bytes: int = LINE_MAX_BYTES) -> Iterator[Event]:
     """Read a plain-text file (plain or gzip) as the text of one reply on ``channel``
     (``"text"`` or ``"reasoning"``): one stream named ``stream``, one delta per line, so each
-    detection points to the line it fired on. A line that is not valid UTF-8 is malformed, as in
-    :func:`iter_events`."""
+    detection points to the line it fired on. A line that is not valid UTF-8, or longer than
+    ``max_line_bytes``, is malformed, as in :func:`iter_events`."""
     if channel not in ("text", "reasoning"):
         raise ValueError(f"channel must be 'text' or 'reasoning', got {channel!r}")
     kind = f"{channel}-delta"
     name = _source_name(source)
-    lines, owned = _open_lines(source, progress)
+    lines, owned = _open_lines(source, progress, max_line_bytes)
     n = 0
     try:
         yield Event(stream, "start", "", name, 1)
         for n, raw in enumerate(lines, 1):
+            if isinstance(raw, _LongLine):
+                error = _long_line_error(name, n, raw, max_line_bytes)
+                if on_error is None:
+                    raise error
+                on_error(error)
+                continue
             if isinstance(raw, bytes):
                 if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
@@ -843,9 +909,11 @@ def replay(events: Iterable[Event], ruleset: Ruleset | None = None, *,
 
 
 def scan(source: Source, ruleset: Ruleset | None = None, *,
-         on_error: Callable[[TraceFormatError], None] | None = None) -> list[StreamResult]:
+         on_error: Callable[[TraceFormatError], None] | None = None,
+         max_line_bytes: int = LINE_MAX_BYTES) -> list[StreamResult]:
     """Replay one trace file: :func:`iter_events` then :func:`replay`, as a list."""
-    return list(replay(iter_events(source, on_error=on_error), ruleset))
+    return list(replay(iter_events(source, on_error=on_error, max_line_bytes=max_line_bytes),
+                       ruleset))
 
 
 def sample_events() -> list[Event]:
