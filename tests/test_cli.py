@@ -410,3 +410,25 @@ def test_python_dash_m_runs_the_same_command() -> None:
     version = subprocess.run([sys.executable, "-m", "contextcare", "--version"],
                              capture_output=True, text=True, timeout=120, check=True)
     assert version.stdout.startswith("contextcare ")
+
+
+# --------------------------------------------------------------------------- evidence per kind
+
+def test_scan_shows_the_evidence_of_every_loop_kind_readably(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each kind's evidence reads as a sentence (no ``×None``), and a repeating tail is quoted
+    from the start of its line, as the engine quotes it, not from wherever the window began."""
+    path = tmp_path / "loop.jsonl"
+    path.write_text(jl(*loop_trace("s", 60)), encoding="utf-8")
+    status, out, _ = run(capsys, "scan", "--format", "jsonl", "--no-progress", str(path))
+    assert status == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    kinds = {r["kind"]: r for r in rows if r.get("type") == "detection"}
+    assert {"block-repeat", "vocab-collapse", "tail-repeat", "line-repeat"} <= set(kinds)
+    assert kinds["tail-repeat"]["unit"] == "Let me check the caller again.\n"
+    status, out, _ = run(capsys, "scan", "--format", "text", "--no-progress", str(path))
+    assert "None" not in out
+    block = next(line for line in out.splitlines() if " block-repeat " in line)
+    assert '"Let me check the caller again." ×' in block and "back to back" in block
+    vocab = next(line for line in out.splitlines() if " vocab-collapse " in line)
+    assert "distinct words in the last 80" in vocab

@@ -103,38 +103,61 @@ def _pct(ratio: float | None) -> str:
     return "" if ratio is None else f" ({ratio * 100:.0f}%)"
 
 
+def _line_evidence(d: Detection, line: str | None, line_cut: bool) -> str:
+    whole = line if line is not None else (d.line or "")
+    shown = _quote(whole)
+    if line_cut or (line is None and len(whole) >= 40):  # the engine keeps 40 characters
+        shown = (shown if shown.endswith('…"') else shown[:-1] + '…"') + " (a longer line)"
+    elif len(whole) > 40:
+        shown += f" (a {len(whole)}-character line)"
+    text = f"{shown} ×{d.count} of {d.total} lines{_pct(d.ratio)}"
+    return text + (f", run {d.run}" if d.run and d.run > 1 else "")
+
+
+def _unit_evidence(d: Detection, unit: str | None) -> str:
+    whole = unit if unit is not None else (d.unit or "")
+    period = d.period or len(whole)
+    shown = _quote(whole)
+    if period > min(len(whole), 40) and not shown.endswith('…"'):
+        shown = shown[:-1] + '…"'  # the engine keeps only the unit's first characters
+    return f"{shown} ×{d.repeats} (a {period}-character unit)"
+
+
+def _block_evidence(d: Detection) -> str:
+    size = f", {d.total} characters a copy" if d.total is not None else ""
+    if d.period == 1:
+        return f"{_quote(d.line or '')} ×{d.repeats} back to back{size}"
+    return f"a {d.period}-line block from {_quote(d.line or '')} ×{d.repeats} back to back{size}"
+
+
+def _vocab_evidence(d: Detection) -> str:
+    return f"{d.count} distinct words in the last {d.total}: {_quote(d.line or '')}"
+
+
 def format_evidence(d: Detection, unit: str | None = None, line: str | None = None,
                     line_cut: bool = False) -> str:
-    """One line of evidence for a table cell or a text record, from the evidence fields the
-    detection carries.
+    """One line of evidence for a table cell or a text record, by the detection's kind.
 
     ``unit`` is the whole repeating unit of a ``tail-repeat`` and ``line`` the whole repeated line
     of a ``line-repeat`` when known (see :class:`contextcare.traces.Site`); one shown in part ends
     with ``…`` and gives its length.
     """
+    kind = d.kind
+    if kind == "block-repeat":
+        return _block_evidence(d)
+    if kind == "vocab-collapse":
+        return _vocab_evidence(d)
     if d.phrase is not None:
         return _quote(d.phrase)
     if d.line is not None:
-        whole = line if line is not None else d.line
-        shown = _quote(whole)
-        if line_cut or (line is None and len(whole) >= 40):  # the engine keeps 40 characters
-            shown = (shown if shown.endswith('…"') else shown[:-1] + '…"') + " (a longer line)"
-        elif len(whole) > 40:
-            shown += f" (a {len(whole)}-character line)"
-        text = f"{shown} ×{d.count} of {d.total} lines{_pct(d.ratio)}"
-        return text + (f", run {d.run}" if d.run and d.run > 1 else "")
+        return _line_evidence(d, line, line_cut)
     if d.cycle is not None:
         lines = " / ".join(_quote(line) for line in d.cycle)
         return f"{lines} cover {d.count} of {d.total} lines{_pct(d.ratio)}"
     if d.prefix is not None:
         return f"prefix {_quote(d.prefix)} on {d.count} of {d.total} lines{_pct(d.ratio)}"
     if d.unit is not None:
-        whole = unit if unit is not None else d.unit
-        period = d.period or len(whole)
-        shown = _quote(whole)
-        if period > min(len(whole), 40) and not shown.endswith('…"'):
-            shown = shown[:-1] + '…"'  # the engine keeps only the unit's first characters
-        return f"{shown} ×{d.repeats} (a {period}-character unit)"
+        return _unit_evidence(d, unit)
     if d.count is not None and d.total is not None:
         return f"{d.count} of {d.total} lines{_pct(d.ratio)}"
     return ", ".join(f"{k}={v!r}" for k, v in d.evidence().items())

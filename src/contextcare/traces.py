@@ -790,8 +790,12 @@ class _Open:
                 continue
             if d.period is not None and d.unit is not None:
                 cut = d.period > UNIT_MAX_CHARS
-                start = d.offset - d.period
-                self.units[i] = (view.slice(start, start + min(d.period, UNIT_MAX_CHARS)), cut)
+                whole = view.slice(d.offset - d.period, d.offset)
+                # the engine quotes the unit from a line or word start: show the same rotation
+                k = (whole + whole).find(d.unit[:d.period])
+                if 0 < k < len(whole):
+                    whole = whole[k:] + whole[:k]
+                self.units[i] = (whole[:UNIT_MAX_CHARS], cut)
             if d.line is not None and len(d.line) >= EVIDENCE_LINE_CHARS:
                 self.repeated[i] = _whole_line(d.line, view, d.offset)
             if context:
