@@ -338,6 +338,27 @@ def test_plan_keeps_the_system_head_and_tool_pairs(capsys: pytest.CaptureFixture
     assert out.startswith("Compact messages 1 … ")
 
 
+def test_plan_keeps_the_latest_user_message_unless_told_not_to(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "Old task. " + "detail " * 400},
+        {"role": "assistant", "content": "Done. " + "words " * 400},
+        {"role": "user", "content": "Latest task: add tests. " + "spec " * 400},
+        {"role": "assistant", "content": "Working. " + "notes " * 400},
+        {"role": "assistant", "content": "More. " + "notes " * 400},
+        {"role": "assistant", "content": "End. " + "x " * 50},
+    ]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    base = ["plan", str(path), "--capacity", "2000", "--min-fresh-tokens", "10", "--format",
+            "json"]
+    kept = json.loads(run(capsys, *base)[1])
+    assert kept["kind"] == "plan" and kept["end_index"] < 3  # the latest user message stays
+    original = json.loads(run(capsys, *base, "--no-keep-latest-user")[1])
+    assert original["kind"] == "plan" and original["start_index"] <= 3 <= original["end_index"]
+
+
 def test_plan_refusal_is_an_answer_not_an_error(capsys: pytest.CaptureFixture[str],
                                                 tmp_path: Path) -> None:
     pytest.importorskip("contextcare.context.planner")

@@ -848,6 +848,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     kwargs: dict[str, Any] = {"retain_ratio": args.retain_ratio,
                               "min_fresh_tokens": args.min_fresh_tokens}
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    kwargs["keep_latest_user"] = args.keep_latest_user
     try:
         result = planner.plan_rest(messages, capacity=args.capacity, **kwargs)
     except (TypeError, ValueError) as exc:
@@ -1410,6 +1411,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-fresh-tokens", type=_count, default=None, metavar="N",
                    help="least new material (tokens not already a summary, a checkpoint or a"
                         " notice) worth compacting (default: 1024)")
+    p.add_argument("--keep-latest-user", action=argparse.BooleanOptionalAction, default=True,
+                   help="never put the latest user message (the task at hand) in the span;"
+                        " --no-keep-latest-user plans the original's span (default: keep it)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: the plan in words; json: one JSON document (default:"
                         " %(default)s)")
