@@ -540,7 +540,8 @@ def _trouble(summary: dict[str, int]) -> str:
     if summary.get("errors"):
         parts.append(f"{summary['errors']} lines skipped")
     if summary.get("unreadable_files"):
-        parts.append(f"{summary['unreadable_files']} files not read")
+        n = summary["unreadable_files"]
+        parts.append(f"{n} file{'' if n == 1 else 's'} not read")
     return "".join(f"; {part}" for part in parts)
 
 
