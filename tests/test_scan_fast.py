@@ -418,3 +418,26 @@ def test_a_pipe_gets_each_result_when_its_stream_ends() -> None:
         first += next(blocks)
     assert first[-1][:2] == (1, "a")  # handed out before the line after it is read
     assert all(op[1] == "a" for op in first)
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_long_lines_across_blocks_under_a_limit_read_the_same(gz: bool) -> None:
+    """Lines longer than a block of the fast reader, some over the limit, some just under it:
+    the same events, errors and results as line by line."""
+    rng = random.Random(11)
+    lines = [json.dumps({"stream": "s", "type": "start"})]
+    for i in range(400):
+        size = rng.choice([3, 40, 90_000, 150_000, 200_000]) if i % 37 == 0 else rng.randrange(9)
+        text = ("Let me check the caller again.\n" * (size // 31 + 1))[:size]
+        lines.append(json.dumps({"stream": "s", "type": "text-delta", "text": text}))
+    lines.append(json.dumps({"stream": "s", "type": "end"}))
+    data = ("\n".join(lines) + "\n").encode()
+    if gz:
+        data = gzip.compress(data)
+    limit = 150_000 + 60  # the 150 000-character lines fit, the 200 000 ones do not
+    for strict in (False, True):
+        want = _read(_iter_events_lines, data, strict, max_line_bytes=limit)
+        assert _read(iter_events, data, strict, max_line_bytes=limit) == want
+        assert any(entry[0] in ("error", "raised") for entry in want)
+    before, after = _replays(data, default_ruleset(), 0, limit)
+    assert after == before
