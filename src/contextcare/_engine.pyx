@@ -619,6 +619,7 @@ cdef class Watcher:
         cdef Py_ssize_t i, n = len(texts)
         cdef object text
         cdef list out = []
+        self._enter()
         for i in range(n):
             text = texts[i]
             if type(text) is not str:
