@@ -31,6 +31,7 @@ import gzip
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -115,17 +116,22 @@ def write_inputs(folder: str, texts: list[str]) -> dict[str, tuple[list[str], li
     return formats
 
 
-def scan_seconds(files: list[str], extra: list[str]) -> tuple[float, int]:
-    """Wall seconds of one ``contextcare scan`` run, and the detections it reported."""
+def scan_seconds(files: list[str], extra: list[str]) -> tuple[float, int, float]:
+    """Wall seconds of one ``contextcare scan`` run, the detections it reported, and the CPU
+    seconds (user + system) it took: on a loaded machine the wall clock counts the other
+    processes too, the CPU time is the cost per core."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "contextcare", "scan", *files, *extra,
                            "--format", "jsonl", "--no-progress"],
                           capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"bench_scan: scan failed ({proc.returncode}): {proc.stderr}")
     summary = json.loads(proc.stdout.splitlines()[-1])
-    return seconds, int(summary["detections"])
+    return seconds, int(summary["detections"]), cpu
 
 
 def _cpu_seconds(fn: Any, rounds: int) -> float:
@@ -206,11 +212,13 @@ def decoder_rows(path: str, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
-def startup_seconds(folder: str, rounds: int) -> float:
+def startup_seconds(folder: str, rounds: int) -> tuple[float, float]:
+    """Wall and CPU seconds of the command on a one-event file: start-up and shut-down."""
     empty = os.path.join(folder, "empty.jsonl")
     with open(empty, "w", encoding="utf-8") as f:
         f.write('{"stream": "s", "type": "start"}\n')
-    return min(scan_seconds([empty], [])[0] for _ in range(rounds))
+    runs = [scan_seconds([empty], []) for _ in range(rounds)]
+    return min(run[0] for run in runs), min(run[2] for run in runs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,22 +236,28 @@ def main(argv: list[str] | None = None) -> int:
         formats = write_inputs(tmp, texts)
         for name, (files, extra) in formats.items():
             stored_mb = sum(os.path.getsize(f) for f in files) / 1e6
-            best, detections = min(scan_seconds(files, extra) for _ in range(args.rounds))
+            runs = [scan_seconds(files, extra) for _ in range(args.rounds)]
+            best, detections, _ = min(runs)
+            cpu = min(run[2] for run in runs)
             rows.append({"format": name, "stored_mb": stored_mb, "seconds": best,
                          "stored_mb_s": stored_mb / best, "text_mb_s": text_mb / best,
+                         "cpu_seconds": cpu, "stored_mb_cpu_s": stored_mb / cpu,
                          "detections": detections})
-        startup = startup_seconds(tmp, args.rounds)
+        startup, startup_cpu = startup_seconds(tmp, args.rounds)
         for name in ("events (JSON lines)", "OpenAI chunks (JSON lines)"):
             decoders[name] = decoder_rows(formats[name][0][0], args.rounds)
     load_end = os.getloadavg()[0]
     print(f"{len(texts)} replies, {text_mb:.1f} MB of text; load average {load_start:.2f} →"
           f" {load_end:.2f} on {os.cpu_count()} CPUs")
-    print("| input format | stored MB | seconds | MB/s stored | MB/s of text | detections |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| input format | stored MB | seconds | MB/s stored | MB/s of text | CPU s |"
+          " MB/s stored per CPU s | detections |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['format']} | {r['stored_mb']:.1f} | {r['seconds']:.2f} |"
-              f" {r['stored_mb_s']:.1f} | {r['text_mb_s']:.2f} | {r['detections']} |")
-    print(f"\nstart-up of the command (one event, nothing to replay): {startup:.2f} s\n")
+              f" {r['stored_mb_s']:.1f} | {r['text_mb_s']:.2f} | {r['cpu_seconds']:.2f} |"
+              f" {r['stored_mb_cpu_s']:.1f} | {r['detections']} |")
+    print(f"\nstart-up of the command (one event, nothing to replay): {startup:.2f} s wall,"
+          f" {startup_cpu:.2f} s CPU\n")
     for name, drows in decoders.items():
         best_decoder = max(r["mb_s"] for r in drows if r["decoder"])
         scan_row = next(r for r in drows if "scan in process" in r["what"])
@@ -260,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"rows": rows, "decoders": decoders, "startup_seconds": startup,
+                       "startup_cpu_seconds": startup_cpu,
                        "text_mb": text_mb, "replies": len(texts),
                        "load_start": load_start, "load_end": load_end,
                        "cpus": os.cpu_count()}, f, indent=2)

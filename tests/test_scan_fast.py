@@ -441,3 +441,23 @@ def test_long_lines_across_blocks_under_a_limit_read_the_same(gz: bool) -> None:
         assert any(entry[0] in ("error", "raised") for entry in want)
     before, after = _replays(data, default_ruleset(), 0, limit)
     assert after == before
+
+
+def test_done_ends_the_chunk_stream_that_was_active_last() -> None:
+    """A chunk that continues the run of the last line still makes its stream the most recent
+    one, which [DONE] ends (here after another stream's chunk with no text came between)."""
+    def chunk_line(cid: str, **delta: Any) -> bytes:
+        return b"data: " + json.dumps({"id": cid, "object": "chat.completion.chunk",
+                                       "choices": [{"index": 0, "delta": delta,
+                                                    "finish_reason": None}]}).encode()
+
+    lines = [chunk_line("A", content="one"), chunk_line("B", content="x"),
+             chunk_line("A", content="two"), chunk_line("B", role="assistant"),
+             chunk_line("A", content="three"), b"data: [DONE]",
+             chunk_line("B", content="four"), b"data: [DONE]"]
+    for data in (b"\n\n".join(lines) + b"\n", b"\n".join(line[6:] if line.startswith(
+            b"data: {") else line for line in lines) + b"\n"):
+        want = _read(_iter_events_lines, data, False)
+        assert _read(iter_events, data, False) == want
+        ends = [entry for entry in want if entry[1] == "end"]
+        assert [entry[0] for entry in ends] == ["A", "B"]

@@ -672,6 +672,29 @@ def _chunk_ops(parser: _Parser, line: _Line, n: int, ops: list[Any]) -> bool:
             return False
     base = line.id if isinstance(line.id, str) and line.id else "chunk"
     open_streams = parser.open_chunk_streams
+    if len(choices) == 1 and ops:  # the usual chunk: one choice, its stream already open
+        choice = choices[0]
+        stream = base if not choice.index else f"{base}#{choice.index}"
+        delta = choice.delta
+        last = ops[-1]
+        if (stream in open_streams and choice.finish_reason is None and delta is not None
+                and last[1] == stream):
+            reasoning = delta.reasoning_content
+            if not isinstance(reasoning, str) or not reasoning:
+                reasoning = delta.reasoning
+            content = delta.content
+            if isinstance(reasoning, str) and reasoning and not content:
+                text, channel = reasoning, "reasoning"
+            elif content and not (isinstance(reasoning, str) and reasoning):
+                text, channel = content, "text"
+            else:
+                text = channel = None
+            if channel is not None and last[2] is channel:  # one more delta of the last run
+                del open_streams[stream]
+                open_streams[stream] = None
+                last[3].append(text)
+                last[4].append(n)
+                return True
     for choice in choices:
         stream = base if not choice.index else f"{base}#{choice.index}"
         if stream not in open_streams:
@@ -889,6 +912,8 @@ def _source_ops(source: Source, keep_errors: bool, progress: Callable[[int], Non
                     if not piece or piece.endswith(b"\n"):
                         break
                 report_error(_long_line_error(name, n, _LongLine(length), limit))
+                continue
+            if raw_line == b"\n":  # a blank line (between server-sent events): nothing
                 continue
             if raw_line[0] == 123 and parser.content_lines:  # '{': a contextcare event?
                 try:
