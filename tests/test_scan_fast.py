@@ -461,3 +461,20 @@ def test_done_ends_the_chunk_stream_that_was_active_last() -> None:
         assert _read(iter_events, data, False) == want
         ends = [entry for entry in want if entry[1] == "end"]
         assert [entry[0] for entry in ends] == ["A", "B"]
+
+
+def test_blocks_hold_a_bounded_amount_of_text() -> None:
+    """Memory holds one block: the fast reader's blocks, and those of a plain-text reply (one
+    run of deltas for the whole file), stay near the block size however long the file is."""
+    from contextcare.traces import _BLOCK_BYTES, _event_blocks, iter_text_events
+
+    def text_of(ops: list[Any]) -> int:
+        return sum(len(t) for op in ops if op[0] == 2 for t in op[3])
+
+    reply = io.StringIO("Let me check the caller again.\n" * 40000)  # 1.2 MB, one stream
+    blocks = list(_event_blocks(lambda on_error: iter_text_events(reply, on_error=on_error),
+                                True))
+    assert len(blocks) > 10 and max(map(text_of, blocks)) <= _BLOCK_BYTES + 100
+    data = _big_trace(streams=2, deltas=40000, seed=1)
+    blocks = list(_source_ops(io.BytesIO(data), True, None, 64 << 20))
+    assert len(blocks) > 10 and max(map(text_of, blocks)) <= _BLOCK_BYTES

@@ -43,7 +43,9 @@ given ``on_error``, reports it there and goes on with the next line.
 :func:`replay` feeds events through a ruleset, one watcher per open stream, and yields one
 :class:`StreamResult` per attempt of each stream as soon as that attempt ends; its ``sites`` say
 on which input line each detection fired (and, asked for, the text around it).
-:class:`Replayer` is the same, one event at a time.
+:class:`Replayer` is the same, one event at a time. :func:`scan` (and ``contextcare scan``)
+read a file in blocks decoded by msgspec and feed each stream's deltas in one call per block,
+with the same results (docs/scanning.md).
 """
 
 from __future__ import annotations
@@ -726,13 +728,17 @@ def _event_blocks(read: Callable[[Callable[[TraceFormatError], None] | None], It
     def on_error(exc: TraceFormatError) -> None:
         ops.append((_ERROR, exc, None))
 
+    count = size = 0
     try:
         for event in read(on_error if keep_errors else None):
             _add_events(ops, (event,))
-            if len(ops) >= _BLOCK_LINES:
+            count += 1
+            size += len(event.text)
+            if count >= _BLOCK_LINES or size >= _BLOCK_BYTES:  # one run may hold them all
                 yield ops
                 ops = []
-    except TraceFormatError:
+                count = size = 0
+    except (TraceFormatError, KeyboardInterrupt):  # the events before it are replayed first
         if ops:
             yield ops
         raise
@@ -1045,9 +1051,10 @@ def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] 
     A line longer than ``max_line_bytes`` (default :data:`LINE_MAX_BYTES`, 64 MiB) is malformed:
     it is read past in pieces, never held whole.
 
-    Lines are decoded in blocks (about a thousand lines at a time) by msgspec into typed
-    structures, with the line-by-line reader for every line that needs it (docs/scanning.md):
-    the events and errors are the same, and reading runs a block ahead of the events yielded.
+    Lines are decoded in blocks (64 KiB at a time) by msgspec into typed structures, with the
+    line-by-line reader for every line that needs it (docs/scanning.md): the events and errors
+    are the same, and reading runs a block ahead of the events yielded (on a pipe, no further
+    than the next ``end`` or malformed line).
     """
     name = _source_name(source)
     for ops in _source_ops(source, on_error is not None, progress, max_line_bytes):
