@@ -193,14 +193,17 @@ def _replays(data: bytes, ruleset: Ruleset, context: int | None,
 
         source = io.BytesIO(data)
         source.name = "t.jsonl"
-        if fast:
-            replayer = Replayer(ruleset, context=context)
-            blocks = _source_ops(source, True, None, limit)
-            log += _replay_ops(replayer, "t.jsonl", blocks, on_error)
-            log += replayer.close()
-        else:
-            log += replay(_iter_events_lines(source, on_error=on_error, max_line_bytes=limit),
-                          ruleset, context=context)
+        try:  # a JSON document with a line over the limit stops reading even with on_error
+            if fast:
+                replayer = Replayer(ruleset, context=context)
+                blocks = _source_ops(source, True, None, limit)
+                log += _replay_ops(replayer, "t.jsonl", blocks, on_error)
+                log += replayer.close()
+            else:
+                log += replay(_iter_events_lines(source, on_error=on_error,
+                                                 max_line_bytes=limit), ruleset, context=context)
+        except TraceFormatError as exc:
+            log.append(("raised", _error_key(exc)))
         return log
 
     return run(False), run(True)
@@ -478,3 +481,10 @@ def test_blocks_hold_a_bounded_amount_of_text() -> None:
     data = _big_trace(streams=2, deltas=40000, seed=1)
     blocks = list(_source_ops(io.BytesIO(data), True, None, 64 << 20))
     assert len(blocks) > 10 and max(map(text_of, blocks)) <= _BLOCK_BYTES
+
+
+@pytest.mark.parametrize("rest", [b"{", b"{\n", b"}", b"{}", b"\n", b"{}\n{}"])
+def test_a_block_of_a_few_bytes_reads_as_line_by_line(rest: bytes) -> None:
+    data = b'{"stream": "a", "type": "start"}\n' + rest
+    for strict in (False, True):
+        assert _read(iter_events, data, strict) == _read(_iter_events_lines, data, strict)

@@ -976,8 +976,8 @@ def _block_events(data: bytes, n: int, ops: list[Any], parser: _Parser,
     count = data.count(b"\n")
     lines = count + (0 if data[-1] == 10 else 1)
     items: list[Any] | None = None
-    if (data[0] == 123 and data.count(b"}\n{") == lines - 1
-            and (data[-1] == 125 or data[-2] == 125)):
+    if (data[0] == 123 and (data.endswith(b"}\n") or data.endswith(b"}"))
+            and data.count(b"}\n{") == lines - 1):
         try:
             items = _LINE_DECODER.decode_lines(data)
         except _MSGSPEC_ERRORS:
