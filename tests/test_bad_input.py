@@ -621,8 +621,8 @@ e = importlib.import_module(sys.argv[1])
 from contextcare.rules import Phrases
 
 BORING = {"__doc__", "__init__", "__new__", "__pyx_vtable__", "__module__", "__slots__"}
-ARGS = {"feed": ("x",), "_feed_tracked": ("x",), "_noop": ("x",), "_kept_text": ("text",),
-        "_track": (print,), "replay": ("abc",),
+ARGS = {"feed": ("x",), "_feed_deltas": (["x"],), "_feed_tracked": ("x",), "_noop": ("x",),
+        "_kept_text": ("text",), "_track": (print,), "replay": ("abc",),
         "__reduce_ex__": (2,)}
 
 def outcome(f):

@@ -29,6 +29,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 import sys
 import time
 import unicodedata
@@ -40,13 +41,17 @@ from .detection import Detection
 from .errors import ArgumentValueError, ContextCareError
 from .memory import anchors as _memory_anchors
 from .scanning import FAIL_ACTIONS, exit_status, load_ruleset, summary_line
+from .traces import _ERROR as _OP_ERROR
 from .traces import (
+    LINE_MAX_BYTES,
     Event,
     Replayer,
     Site,
     StreamResult,
     TraceFormatError,
-    iter_events,
+    _event_blocks,
+    _source_name,
+    _source_ops,
     iter_text_events,
     replay,
     sample_events,
@@ -387,8 +392,10 @@ class _Reader:
 
     def __init__(self, err: Console, *, strict: bool, as_text: str | None,
                  bar: _ProgressBytes | None, sizes: dict[str, int],
-                 on_skip: Callable[[TraceFormatError], None] | None = None) -> None:
+                 on_skip: Callable[[TraceFormatError], None] | None = None,
+                 max_line_bytes: int = LINE_MAX_BYTES) -> None:
         self.err = err
+        self.max_line_bytes = max_line_bytes
         self.on_skip = on_skip
         self.strict = strict
         self.as_text = as_text
@@ -424,13 +431,15 @@ class _Reader:
                 f" chunk or an OpenAI completion (line {first.line}{looked}: {first.reason})."
                 f" scan reads {_FORMATS_READ}; to scan a plain-text reply, use --as-text")
 
-    def events(self, paths: Sequence[str]) -> Iterator[Event]:
+    def results(self, paths: Sequence[str], replayer: Replayer) -> Iterator[StreamResult]:
+        """Read the files one after another through ``replayer``; the results of the attempts
+        that end, in order (what is still open stays in ``replayer``)."""
         for path in paths:
-            yield from self._file(path)
+            yield from self._file(path, replayer)
             if self.bar is not None:
                 self.bar.finish_file(self.sizes.get(path, 0))
 
-    def _file(self, path: str) -> Iterator[Event]:
+    def _file(self, path: str, replayer: Replayer) -> Iterator[StreamResult]:
         callback = self.bar.file_callback() if self.bar is not None and path != "-" else None
         pending: list[TraceFormatError] = []  # skipped before the file's first event (the first
         more = [0]  # MAX_WARNINGS of them, then only counted: memory stays bounded)
@@ -454,18 +463,27 @@ class _Reader:
             pending.clear()
             more[0] = 0
 
+        source = _source_name(path)
         try:
             if self.as_text is not None:
-                events = iter_text_events(path, channel=self.as_text, on_error=on_error,
-                                          progress=callback)
-            else:
-                events = iter_events(path, on_error=None if self.strict else on_error,
-                                     progress=callback)
-            for event in events:
-                if not count:
-                    flush_pending()
-                count += 1
-                yield event
+                channel = self.as_text
+                blocks = _event_blocks(lambda report: iter_text_events(
+                    path, channel=channel, on_error=report, progress=callback,
+                    max_line_bytes=self.max_line_bytes), True)
+            else:  # the fast reader: blocks of operations, the errors among them in line order
+                blocks = _source_ops(path, not self.strict, callback, self.max_line_bytes)
+            for ops in blocks:
+                for op in ops:
+                    if op[0] == _OP_ERROR:
+                        on_error(op[1])
+                        continue
+                    if not count:
+                        flush_pending()
+                    count += 1
+                    done = replayer._push_op(source, op)
+                    if done:
+                        yield from done
+                replayer.flush()
         except OSError as exc:
             self.fail_file(path, f"{path}: cannot read: {exc.strerror or exc}")
             return
@@ -611,6 +629,10 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
         for option, value in (("as-text", args.as_text), ("context", args.context)):
             if value:
                 raise CommandError(f"--{option} is for the local engine")
+        if args.max_line_bytes is not None:
+            raise CommandError("--max-line-bytes is for the local engine: --engine ray reads"
+                               " each file whole into a worker's memory, so a line limit would"
+                               " not bound it (split big files instead)")
         _check_output_folder(args)
         return _ray_scan(args, out)
     for option in ("output", "address"):
@@ -655,12 +677,12 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
         bar = _ProgressBytes(progress, sum(sizes.values())) if progress is not None else None
         reader = _Reader(err, strict=args.strict,
                          as_text=(args.channel or "text") if args.as_text else None, bar=bar,
-                         sizes=sizes, on_skip=on_skip)
+                         sizes=sizes, on_skip=on_skip,
+                         max_line_bytes=args.max_line_bytes or LINE_MAX_BYTES)
         replayer = Replayer(ruleset, context=args.context or 0)
         try:
-            for event in reader.events(files):
-                for result in replayer.push(event):
-                    emit(result)
+            for result in reader.results(files, replayer):
+                emit(result)
             for result in replayer.close():
                 emit(result)
         except KeyboardInterrupt:  # report what was found so far, then exit 130
@@ -1136,6 +1158,22 @@ def _rank_report(memory: Any, directory: str, today: datetime.date | None,
 
 # --------------------------------------------------------------------------- parser
 
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _size(text: str) -> int:
+    """A size in bytes: a whole number, optionally with K, M, G or T (powers of 1024; ``KiB``,
+    ``MB`` and the like are read the same), e.g. ``64M`` or ``1G``; at least 1."""
+    match = re.fullmatch(r"\s*([0-9][0-9_]*)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a size such as 65536, 64M or 1G, got"
+                                         f" {text!r}")
+    value = int(match.group(1).replace("_", "")) * _SIZE_UNITS[match.group(2).upper()]
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a size of at least 1 byte, got {text!r}")
+    return value
+
+
 def _count(text: str) -> int:
     try:
         value = int(text.replace("_", ""))
@@ -1337,6 +1375,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true",
                    help="never show a progress bar (default: a bar on stderr when it is a"
                         " terminal and the input is over 1 MiB)")
+    p.add_argument("--max-line-bytes", type=_size, default=None, metavar="SIZE",
+                   help="the longest line read, e.g. 64M or 1G (K, M, G: powers of 1024); a"
+                        " longer line is a malformed line (FILE:LINE), read past in pieces and"
+                        " never held whole; local engine only (default: 64M)")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: this process; ray: Ray Data over the cores or nodes of a"
                         " cluster (pip install 'contextcare[ray]'), rows to --output (default:"

@@ -43,7 +43,9 @@ given ``on_error``, reports it there and goes on with the next line.
 :func:`replay` feeds events through a ruleset, one watcher per open stream, and yields one
 :class:`StreamResult` per attempt of each stream as soon as that attempt ends; its ``sites`` say
 on which input line each detection fired (and, asked for, the text around it).
-:class:`Replayer` is the same, one event at a time.
+:class:`Replayer` is the same, one event at a time. :func:`scan` (and ``contextcare scan``)
+read a file in blocks decoded by msgspec and feed each stream's deltas in one call per block,
+with the same results (docs/scanning.md).
 """
 
 from __future__ import annotations
@@ -54,9 +56,14 @@ import json
 import os
 import sys
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, groupby
+from operator import attrgetter
 from typing import IO, TYPE_CHECKING, Any, Union, cast
+
+import msgspec
 
 from .chunks import read_chunk
 from .detection import Detection
@@ -510,10 +517,12 @@ def _open_lines(source: Source, progress: Callable[[int], None] | None,
     return lines, owned
 
 
-def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] | None = None,
-                progress: Callable[[int], None] | None = None,
-                max_line_bytes: int = LINE_MAX_BYTES) -> Iterator[Event]:
-    """Read the events of one trace file.
+def _iter_events_lines(source: Source, *,
+                       on_error: Callable[[TraceFormatError], None] | None = None,
+                       progress: Callable[[int], None] | None = None,
+                       max_line_bytes: int = LINE_MAX_BYTES) -> Iterator[Event]:
+    """The line-by-line reader (``json.loads`` per line): the reference :func:`iter_events`
+    follows exactly, and the reader of text sources. Same contract as :func:`iter_events`.
 
     ``source`` is a path (``"-"`` for standard input) or an open file, binary (gzip is detected)
     or text. A malformed line raises :class:`TraceFormatError`, unless ``on_error`` is given: then
@@ -558,6 +567,508 @@ def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] 
     finally:
         if owned is not None and owned is not sys.stdin.buffer:
             owned.close()
+
+
+# --------------------------------------------------------------------------- the fast reader
+#
+# ``contextcare scan`` spends its time here: one JSON line per delta. The fast path decodes each
+# line with msgspec into the typed Structs below (one per shape of a line: a contextcare event or
+# an OpenAI chunk, and the choice and delta of a chunk), which reject unknown fields, values of
+# another type, and JSON the standard library would not give the same way (NaN, integers out of
+# range, lone surrogates, invalid UTF-8: msgspec checks every string it decodes, and with unknown
+# fields refused it decodes every string of the line). A line the Structs cannot take is decoded
+# again into plain dicts by msgspec (fields the Structs do not know, completions) and read by
+# :class:`_Parser` as a line would be; a line msgspec cannot decode at all, and every error, goes
+# to :meth:`_Parser.parse` (``json.loads``), which gives the messages of the line reader. So the
+# events and the errors are those of :func:`_iter_events_lines`, line by line (tests/
+# test_scan_fast.py holds the two readers to it). The first content line of a file always takes
+# the line reader (a byte-order mark, a file that is one JSON document).
+#
+# The reader yields *blocks*: lists of operations in line order, each a tuple:
+#   (_START, stream, line), (_END, stream, line),
+#   (_DELTAS, stream, channel, [text, ...], [line, ...])  consecutive deltas of one stream and
+#       channel, their texts and lines,
+#   (_ERROR, TraceFormatError, None)  a malformed line, when the caller takes errors (on_error).
+# Without on_error, the first error is raised after the operations before it were handed out.
+
+
+class _ChunkDelta(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    content: Union[str, None] = None
+    reasoning_content: Any = None
+    reasoning: Any = None
+    role: Any = None
+    refusal: Any = None
+    tool_calls: Any = None
+    function_call: Any = None
+
+
+class _ChunkChoice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    index: Union[int, None] = None
+    delta: Union[_ChunkDelta, None] = None
+    finish_reason: Any = None
+    logprobs: Any = None
+
+
+class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One trace line: a contextcare event (``type``, ``stream``, ``text``) or an OpenAI chunk
+    (``choices`` and the chunk's other fields). A field the line lacks is ``None`` (``UNSET``
+    for ``choices``, which may be null); a null where a string is expected is refused."""
+
+    type: str = None  # type: ignore[assignment]
+    stream: Union[str, int] = None  # type: ignore[assignment]
+    text: str = None  # type: ignore[assignment]
+    choices: Union[list[_ChunkChoice], None, msgspec.UnsetType] = msgspec.UNSET
+    id: Any = None
+    object: Any = None
+    created: Any = None
+    model: Any = None
+    system_fingerprint: Any = None
+    service_tier: Any = None
+    usage: Any = None
+    obfuscation: Any = None
+
+
+_START, _END, _DELTAS, _ERROR = 0, 1, 2, 3
+_CONTROL = {"start": _START, "end": _END}
+_KIND_OF_OP = {_START: "start", _END: "end"}
+_CHANNEL_KIND = {"text": "text-delta", "reasoning": "reasoning-delta"}
+#: Lines (and bytes) per block of the fast reader: memory holds one block of decoded text.
+#: 64 KiB blocks keep a block's structs in the caches (1 MiB ones ran ~30 % slower here).
+_BLOCK_LINES = 8192
+_BLOCK_BYTES = 64 << 10
+_LINE_DECODER = msgspec.json.Decoder(_Line)
+_ANY_DECODER = msgspec.json.Decoder()
+_MSGSPEC_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+_EVENT_KEY = attrgetter("type", "stream", "choices")
+
+
+def _add_delta(ops: list[Any], stream: str, channel: str, text: str, n: int) -> None:
+    last = ops[-1] if ops else None
+    if last is not None and last[2] is channel and last[1] == stream:
+        last[3].append(text)
+        last[4].append(n)
+    else:
+        ops.append((_DELTAS, stream, channel, [text], [n]))
+
+
+def _add_events(ops: list[Any], events: Iterable[Event]) -> None:
+    for e in events:
+        channel = _DELTA_CHANNEL.get(e.type)
+        if channel is not None:
+            _add_delta(ops, e.stream, channel, e.text, e.line)
+        else:
+            ops.append((_CONTROL[e.type], e.stream, e.line))
+
+
+def _chunk_ops(parser: _Parser, line: _Line, n: int, ops: list[Any]) -> bool:
+    """The operations of a chunk decoded into a :class:`_Line`, as :meth:`_Parser.chunk` reads
+    it; ``False`` (nothing done) for what only the parser can take (a completion, an error)."""
+    kind = line.object
+    if kind == "chat.completion" or kind == "text_completion":
+        return False
+    choices = line.choices
+    if not choices:  # null or [], no text: usage-only chunks
+        return choices is not msgspec.UNSET
+    for choice in choices:
+        if choice.index is not None and choice.index < 0:
+            return False
+    base = line.id if isinstance(line.id, str) and line.id else "chunk"
+    open_streams = parser.open_chunk_streams
+    if len(choices) == 1 and ops:  # the usual chunk: one choice, its stream already open
+        choice = choices[0]
+        stream = base if not choice.index else f"{base}#{choice.index}"
+        delta = choice.delta
+        last = ops[-1]
+        if (stream in open_streams and choice.finish_reason is None and delta is not None
+                and last[1] == stream):
+            reasoning = delta.reasoning_content
+            if not isinstance(reasoning, str) or not reasoning:
+                reasoning = delta.reasoning
+            content = delta.content
+            if isinstance(reasoning, str) and reasoning and not content:
+                text, channel = reasoning, "reasoning"
+            elif content and not (isinstance(reasoning, str) and reasoning):
+                text, channel = content, "text"
+            else:
+                text = channel = None
+            if channel is not None and last[2] is channel:  # one more delta of the last run
+                del open_streams[stream]
+                open_streams[stream] = None
+                last[3].append(text)
+                last[4].append(n)
+                return True
+    for choice in choices:
+        stream = base if not choice.index else f"{base}#{choice.index}"
+        if stream not in open_streams:
+            open_streams[stream] = None
+            ops.append((_START, stream, n))
+        else:  # keep the most recently active stream last, for [DONE]
+            del open_streams[stream]
+            open_streams[stream] = None
+        delta = choice.delta
+        if delta is not None:
+            reasoning = delta.reasoning_content
+            if not isinstance(reasoning, str) or not reasoning:
+                reasoning = delta.reasoning
+            if isinstance(reasoning, str) and reasoning:
+                _add_delta(ops, stream, "reasoning", reasoning, n)
+            if delta.content:
+                _add_delta(ops, stream, "text", delta.content, n)
+        if choice.finish_reason is not None:
+            open_streams.pop(stream, None)
+            ops.append((_END, stream, n))
+    return True
+
+
+def _event_blocks(read: Callable[[Callable[[TraceFormatError], None] | None], Iterable[Event]],
+                  keep_errors: bool) -> Iterator[list[Any]]:
+    """Blocks of operations from a reader of events (``read(on_error)``), errors in line order."""
+    ops: list[Any] = []
+
+    def on_error(exc: TraceFormatError) -> None:
+        ops.append((_ERROR, exc, None))
+
+    count = size = 0
+    try:
+        for event in read(on_error if keep_errors else None):
+            _add_events(ops, (event,))
+            count += 1
+            size += len(event.text)
+            if count >= _BLOCK_LINES or size >= _BLOCK_BYTES:  # one run may hold them all
+                yield ops
+                ops = []
+                count = size = 0
+    except (TraceFormatError, KeyboardInterrupt):  # the events before it are replayed first
+        if ops:
+            yield ops
+        raise
+    if ops:
+        yield ops
+
+
+def _source_ops(source: Source, keep_errors: bool, progress: Callable[[int], None] | None,
+                limit: int) -> Iterator[list[Any]]:
+    """The blocks of operations of one trace file (see above). ``keep_errors``: malformed lines
+    are ``_ERROR`` operations; else the first one is raised (after the operations before it)."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"max_line_bytes must be an int, got {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"max_line_bytes must be at least 1, got {limit}")
+    name = _source_name(source)
+    if isinstance(source, io.TextIOBase):  # text sources: the line reader
+        yield from _event_blocks(lambda on_error: _iter_events_lines(
+            source, on_error=on_error, progress=progress, max_line_bytes=limit), keep_errors)
+        return
+    owned: IO[bytes] | None = None
+    if isinstance(source, (str, os.PathLike)):
+        owned = raw = _open_binary(source)
+    elif hasattr(source, "read"):
+        raw = cast("IO[bytes]", source)
+    else:
+        raise TypeError(f"source must be a path or an open file, got {type(source).__name__}")
+    parser = _Parser(name)
+    ops: list[Any] = []
+    n = 0
+    failure: TraceFormatError | None = None
+    decode = _LINE_DECODER.decode
+    errors = _MSGSPEC_ERRORS
+    unset = msgspec.UNSET
+    channels = _DELTA_CHANNEL
+
+    def report_error(error: TraceFormatError) -> None:
+        if not keep_errors:
+            raise error
+        ops.append((_ERROR, error, None))
+
+    def take(raw_line: bytes, n: int) -> bool:
+        """Any line but a contextcare event the caller's typed path took: chunks, SSE, blank
+        lines, then msgspec into dicts, then the line reader. False once a JSON document
+        has taken the rest of the file."""
+        first = raw_line[0]
+        body = None
+        if parser.content_lines:  # the first content line always takes the line reader
+            if first == 123:  # '{'
+                body = raw_line
+                try:
+                    line = decode(raw_line)
+                except errors:
+                    line = None
+                if (line is not None and line.choices is not unset
+                        and _chunk_ops(parser, line, n, ops)):
+                    return True
+            elif first == 10 or raw_line == b"\r\n":  # a blank line
+                return True
+            elif first == 100 and raw_line.startswith(b"data:"):  # server-sent events
+                body = raw_line[5:]
+                if body.strip() == b"[DONE]":
+                    _add_events(ops, parser.done(n))
+                    return True
+                try:
+                    line = decode(body)
+                except errors:
+                    line = None
+                if (line is not None and line.choices is not unset
+                        and _chunk_ops(parser, line, n, ops)):
+                    return True
+            if body is not None:  # JSON the Structs do not take: plain dicts, if msgspec can
+                try:
+                    obj = _ANY_DECODER.decode(body)
+                except errors:
+                    pass
+                else:
+                    try:
+                        events = parser.value(obj, n, first == 100)
+                    except TraceFormatError:
+                        pass  # the line reader gives the error, with its excerpt
+                    else:
+                        _add_events(ops, events)
+                        return True
+        try:
+            events = parser.parse(raw_line, n)
+        except TraceFormatError as exc:
+            if parser.maybe_document:
+                _add_events(ops, _read_document(
+                    parser, raw_line, _bounded_lines(reader, limit), n, exc,
+                    report_error if keep_errors else None))
+                return False
+            report_error(exc)
+            return True
+        _add_events(ops, events)
+        return True
+
+    try:
+        reader: Any = raw if hasattr(raw, "peek") else io.BufferedReader(cast(Any, raw))
+        if reader.peek(2)[:2] == _GZIP_MAGIC:
+            # the GzipFile's own buffer, as its readline uses it (without a Python call per line)
+            gz = gzip.GzipFile(fileobj=reader)
+            reader = getattr(gz, "_buffer", gz)
+            read_block = reader.read1  # one read at a time: what a damaged stream gave is kept
+        else:
+            read_block = reader.read
+        report = progress if progress is not None and raw.seekable() else None
+        readline = reader.readline
+        size = limit + 1
+        step = _PROGRESS_EVERY if report is not None else _BLOCK_LINES
+        block_end = check = step
+        got = 0
+        # a pipe (a live capture): hand out what ends a stream (or is an error) before waiting
+        # for more input, so results come as soon as today's line-by-line reading gives them.
+        # A file: whole blocks of lines are read at once once the first content line is read.
+        live = not raw.seekable()
+        blockwise = not live and limit >= _BLOCK_BYTES
+        while True:
+            if live and ops and ops[-1][0] != _DELTAS:
+                yield ops
+                ops = []
+            if blockwise and parser.content_lines:
+                if ops:
+                    yield ops
+                    ops = []
+                if report is not None:
+                    report(raw.tell())
+                data = read_block(_BLOCK_BYTES)
+                if not data:
+                    break
+                long_size = 0
+                if not data.endswith(b"\n"):  # complete the last line, within the limit
+                    cut = data.rfind(b"\n") + 1
+                    try:
+                        data += readline(size - (len(data) - cut))
+                    except (EOFError, gzip.BadGzipFile, zlib.error):
+                        if cut:  # the whole lines before the damage, as line by line
+                            _block_events(data[:cut], n, ops, parser, take)
+                            n += data.count(b"\n", 0, cut)
+                        raise
+                    if len(data) - cut > limit and not data.endswith(b"\n"):
+                        long_size = len(data) - cut
+                        data = data[:cut]
+                if data and not _block_events(data, n, ops, parser, take):
+                    break  # a JSON document took the rest (not after the first line: no)
+                n += data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
+                if long_size:
+                    while True:  # the rest of the line, in pieces, then on with the next one
+                        piece = readline(1 << 20)
+                        long_size += len(piece)
+                        if not piece or piece.endswith(b"\n"):
+                            break
+                    n += 1
+                    report_error(_long_line_error(name, n, _LongLine(long_size), limit))
+                continue
+            raw_line = readline(size)
+            if not raw_line:
+                break
+            n += 1
+            got += len(raw_line)
+            if n >= check or got >= _BLOCK_BYTES:
+                if report is not None:
+                    report(raw.tell())
+                if n >= block_end or got >= _BLOCK_BYTES:
+                    if ops:
+                        yield ops
+                        ops = []
+                    block_end = n + _BLOCK_LINES
+                    got = 0
+                check = n + step
+            if len(raw_line) > limit and not raw_line.endswith(b"\n"):
+                length = len(raw_line)
+                del raw_line
+                while True:  # the rest of the line, in pieces, then on with the next one
+                    piece = readline(1 << 20)
+                    length += len(piece)
+                    if not piece or piece.endswith(b"\n"):
+                        break
+                report_error(_long_line_error(name, n, _LongLine(length), limit))
+                continue
+            if raw_line == b"\n":  # a blank line (between server-sent events): nothing
+                continue
+            if raw_line[0] == 123 and parser.content_lines:  # '{': a contextcare event?
+                try:
+                    line = decode(raw_line)
+                except errors:
+                    line = None
+                if line is not None and line.choices is unset:
+                    stream = line.stream
+                    if stream.__class__ is int:
+                        stream = str(stream)
+                    kind = line.type
+                    channel = channels.get(kind)
+                    if channel is not None:
+                        text = line.text
+                        if text is not None and stream is not None:
+                            last = ops[-1] if ops else None
+                            if last is not None and last[2] is channel and last[1] == stream:
+                                last[3].append(text)
+                                last[4].append(n)
+                            else:
+                                ops.append((_DELTAS, stream, channel, [text], [n]))
+                            continue
+                    elif stream is not None and (kind == "start" or kind == "end"):
+                        ops.append((_START if kind == "start" else _END, stream, n))
+                        continue
+            if not take(raw_line, n):
+                break
+        if report is not None:
+            report(raw.tell())
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        failure = TraceFormatError(name, n + 1, f"damaged gzip data ({exc})")
+    except TraceFormatError as exc:
+        failure = exc
+    except KeyboardInterrupt:  # what was read before Ctrl-C is still replayed
+        if ops:
+            yield ops
+        raise
+    finally:
+        if owned is not None and owned is not sys.stdin.buffer:
+            owned.close()
+    if ops:
+        yield ops
+    if failure is not None:
+        raise failure
+
+
+def _block_events(data: bytes, n: int, ops: list[Any], parser: _Parser,
+                  take: Callable[[bytes, int], bool]) -> bool:
+    """The lines of ``data`` (whole lines, the first numbered ``n + 1``) into ``ops``: decoded
+    at once when every line is one JSON object (starts with ``{``, ends with ``}``: then no
+    object can span two lines, and as many objects as lines means one per line), contextcare
+    events taken here, a group at a time, any other line by ``take``. False when ``take`` says
+    a JSON document took the rest of the file."""
+    count = data.count(b"\n")
+    lines = count + (0 if data[-1] == 10 else 1)
+    items: list[Any] | None = None
+    if (data[0] == 123 and (data.endswith(b"}\n") or data.endswith(b"}"))
+            and data.count(b"}\n{") == lines - 1):
+        try:
+            items = _LINE_DECODER.decode_lines(data)
+        except _MSGSPEC_ERRORS:
+            items = None
+        if items is not None and len(items) != lines:
+            items = None
+    if items is None:
+        raw_lines = data.split(b"\n")
+        for j in range(lines):
+            if not take(raw_lines[j] + b"\n" if j < count else raw_lines[j], n + j + 1):
+                return False
+        return True
+    unset = msgspec.UNSET
+    channels = _DELTA_CHANNEL
+    raw_lines = None
+    first = n + 1  # the line of items[j] is first + j
+    j = 0
+    for (kind, stream, choices), group in groupby(items, _EVENT_KEY):
+        channel = channels.get(kind)
+        if channel is not None and choices is unset and stream is not None:
+            texts = [line.text for line in group]
+            if None not in texts:  # consecutive deltas of one stream and channel: one run
+                if stream.__class__ is int:
+                    stream = str(stream)
+                size = len(texts)
+                numbers = list(range(first + j, first + j + size))
+                last = ops[-1] if ops else None
+                if last is not None and last[2] is channel and last[1] == stream:
+                    last[3].extend(texts)
+                    last[4].extend(numbers)
+                else:
+                    ops.append((_DELTAS, stream, channel, texts, numbers))
+                j += size
+                continue
+            group = iter(texts)  # not one run: the lines go one by one, by the line reader
+        if (kind == "start" or kind == "end") and choices is unset and stream is not None:
+            if stream.__class__ is int:
+                stream = str(stream)
+            tag = _START if kind == "start" else _END
+            for _ in group:
+                ops.append((tag, stream, first + j))
+                j += 1
+            continue
+        for line in group:  # anything else: line by line
+            if choices is not unset and _chunk_ops(parser, line, first + j, ops):
+                j += 1
+                continue
+            if raw_lines is None:
+                raw_lines = data.split(b"\n")
+            if not take(raw_lines[j] + b"\n" if j < count else raw_lines[j], first + j):
+                return False
+            j += 1
+    return True
+
+
+def iter_events(source: Source, *, on_error: Callable[[TraceFormatError], None] | None = None,
+                progress: Callable[[int], None] | None = None,
+                max_line_bytes: int = LINE_MAX_BYTES) -> Iterator[Event]:
+    """Read the events of one trace file.
+
+    ``source`` is a path (``"-"`` for standard input) or an open file, binary (gzip is detected)
+    or text. A malformed line raises :class:`TraceFormatError`, unless ``on_error`` is given: then
+    it receives the error and reading goes on with the next line. ``progress``, if given, is
+    called now and then with the number of (compressed) bytes read so far, when the source can
+    tell its position. A damaged gzip stream raises :class:`TraceFormatError` in any case, since
+    nothing after it can be read.
+
+    A file whose first non-blank line opens a JSON object or list that it does not close is read
+    as one JSON text (at most :data:`DOCUMENT_MAX_CHARS`): a pretty-printed completion, a list of
+    objects, or several documents one after another; each object is then read as a line would be.
+    A line longer than ``max_line_bytes`` (default :data:`LINE_MAX_BYTES`, 64 MiB) is malformed:
+    it is read past in pieces, never held whole.
+
+    Lines are decoded in blocks (64 KiB at a time) by msgspec into typed structures, with the
+    line-by-line reader for every line that needs it (docs/scanning.md): the events and errors
+    are the same, and reading runs a block ahead of the events yielded (on a pipe, no further
+    than the next ``end`` or malformed line).
+    """
+    name = _source_name(source)
+    for ops in _source_ops(source, on_error is not None, progress, max_line_bytes):
+        for op in ops:
+            tag = op[0]
+            if tag == _DELTAS:
+                stream, kind = op[1], _CHANNEL_KIND[op[2]]
+                for text, n in zip(op[3], op[4]):
+                    yield Event(stream, kind, text, name, n)
+            elif tag == _ERROR:
+                assert on_error is not None
+                on_error(op[1])
+            else:
+                yield Event(op[1], _KIND_OF_OP[tag], "", name, op[2])
 
 
 def iter_text_events(source: Source, *, channel: str = "text", stream: str = "reply",
@@ -611,6 +1122,8 @@ def iter_text_events(source: Source, *, channel: str = "text", stream: str = "re
 
 #: The most of a repeating unit a :class:`Site` holds (longer units are cut, and marked so).
 UNIT_MAX_CHARS = 256
+#: The most deltas a :class:`Replayer` collects (all streams together) before it feeds them.
+_PENDING_DELTAS = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -714,6 +1227,28 @@ class _Ring:
         self.held += len(text)
         self.end += len(text)
 
+    def extend(self, joined: str, ends: list[int], keep: int) -> str:
+        """Add deltas at once, leaving exactly the state :meth:`add` leaves them one by one:
+        ``joined`` is their text, ``ends`` the running totals of their lengths (all > 0).
+        Returns the text held before the trim (what was held, then ``joined``)."""
+        limit = 2 * keep + 256
+        held, i, count, base = self.held, 0, len(ends), 0
+        while i < count:  # one step per trim: the deltas added between two trims at once
+            if held > limit:
+                held = keep
+            m = bisect_right(ends, limit - held + base, i)  # the last delta before a trim
+            if m >= count:
+                held += ends[-1] - base
+                break
+            held += ends[m] - base
+            base = ends[m]
+            i = m + 1
+        whole = "".join(self.parts) + joined if self.parts else joined
+        self.parts = [whole[len(whole) - held:] if held < len(whole) else whole]
+        self.held = held
+        self.end += len(joined)
+        return whole
+
     def slice(self, start: int, stop: int) -> str:
         """View positions ``start`` … ``stop`` (clipped to what is held)."""
         if len(self.parts) > 1:
@@ -810,6 +1345,29 @@ class _Open:
         assert self.views is not None
         self.after[i] = self.views[d.channel].slice(d.offset, d.offset + context)
 
+    def grow_run(self, channel: str, texts: list[str], keep: int, context: int) -> None:
+        """:meth:`grow` for each of ``texts`` (non-empty deltas), in one step per view."""
+        assert self.views is not None
+        joined = "".join(texts)
+        ends = list(accumulate(map(len, texts)))
+        wholes = {}
+        for name in (channel, "combined"):
+            view = self.views[name]
+            whole = view.extend(joined, ends, keep)
+            wholes[name] = (whole, view.end - len(whole))
+        if self.waiting:
+            still = []
+            for i in self.waiting:
+                d = self.detections[i]
+                got = wholes.get(d.channel)
+                if got is not None and self.views[d.channel].end >= d.offset + context:
+                    whole, base = got
+                    self.after[i] = whole[max(d.offset - base, 0):
+                                          max(d.offset + context - base, 0)]
+                else:
+                    still.append(i)
+            self.waiting = still
+
     def grow(self, channel: str, text: str, keep: int, context: int) -> None:
         """Append a delta to the views it feeds; fill the after-context that is now complete."""
         assert self.views is not None
@@ -844,6 +1402,9 @@ class Replayer:
         self.keep = max([*periods, UNIT_MAX_CHARS, context or 0])
         self.open: dict[tuple[str, str], _Open] = {}
         self.attempts: dict[tuple[str, str], int] = {}
+        # deltas of open streams not fed yet: (channel, texts, lines), fed in one call
+        self.pending: dict[tuple[str, str], tuple[str, list[str], list[int]]] = {}
+        self.pending_deltas = 0
 
     def _start(self, key: tuple[str, str]) -> _Open:
         self.attempts[key] = self.attempts.get(key, 0) + 1
@@ -856,6 +1417,8 @@ class Replayer:
     def push(self, event: Event) -> list[StreamResult]:
         """Feed one event; return the results of the attempts it ended (none, or one)."""
         key = (event.source, event.stream)
+        if key in self.pending:
+            self._feed_pending(key)
         state = self.open.get(key)
         done: list[StreamResult] = []
         if event.type == "start" or (state is None and event.type != "end"):
@@ -884,8 +1447,73 @@ class Replayer:
                 state.note(found, event.line, self.context)
         return done
 
+    def _push_op(self, source: str, op: tuple[Any, ...]) -> list[StreamResult]:
+        """Take one operation of the fast reader (:func:`_source_ops`; not ``_ERROR``): a run
+        of deltas is collected (fed later, in one call per stream: :meth:`flush`), a ``start``
+        or ``end`` feeds what its stream collected first. Same results as :meth:`push` of the
+        operation's events."""
+        key = (source, op[1])
+        if op[0] == _DELTAS:
+            channel, texts, lines = op[2], op[3], op[4]
+            waiting = self.pending.get(key)
+            if waiting is not None:
+                if waiting[0] is channel:
+                    waiting[1].extend(texts)
+                    waiting[2].extend(lines)
+                    self.pending_deltas += len(texts)
+                    return []
+                self._feed_pending(key)
+            if key not in self.open:  # a delta starts a stream that has not started
+                self._start(key).last_line = lines[0]
+            self.pending[key] = (channel, texts, lines)
+            self.pending_deltas += len(texts)
+            if self.pending_deltas >= _PENDING_DELTAS:
+                self.flush()
+            return []
+        if key in self.pending:
+            self._feed_pending(key)
+        return self.push(Event(op[1], _KIND_OF_OP[op[0]], "", source, op[2]))
+
+    def flush(self) -> None:
+        """Feed every stream the deltas it collected (results come only at ``end``/``close``)."""
+        for key in list(self.pending):
+            self._feed_pending(key)
+        self.pending_deltas = 0
+
+    def _feed_pending(self, key: tuple[str, str]) -> None:
+        channel, texts, lines = self.pending.pop(key)
+        state = self.open[key]
+        state.last_line = lines[-1]
+        if "" in texts:  # an empty delta feeds nothing (but its line is the stream's last)
+            kept = [(text, line) for text, line in zip(texts, lines) if text]
+            texts = [text for text, _ in kept]
+            lines = [line for _, line in kept]
+            if not texts:
+                return
+        state.deltas += len(texts)
+        state.chars += sum(map(len, texts))
+        watcher = state.watcher
+        feed = getattr(watcher, "_feed_deltas", None)
+        if feed is not None:
+            fired = feed(texts, channel)
+        else:  # another engine (contextcare.reference): one call per delta
+            fired = [(i, found) for i, text in enumerate(texts)
+                     if (found := watcher.feed(text, channel=channel))]
+        if state.views is None:
+            for i, found in fired:
+                state.note(found, lines[i], self.context)
+            return
+        keep, context, start = self.keep, self.context or 0, 0
+        for i, found in fired:  # the views as they were when each detection fired
+            state.grow_run(channel, texts[start:i + 1], keep, context)
+            state.note(found, lines[i], self.context)
+            start = i + 1
+        if start < len(texts):
+            state.grow_run(channel, texts[start:] if start else texts, keep, context)
+
     def close(self) -> list[StreamResult]:
         """End every open stream (incomplete), in the order the streams first appeared."""
+        self.flush()
         done = [state.result(source, stream, False, self.context)
                 for (source, stream), state in self.open.items()]
         self.open.clear()
@@ -912,12 +1540,32 @@ def replay(events: Iterable[Event], ruleset: Ruleset | None = None, *,
     yield from replayer.close()
 
 
+def _replay_ops(replayer: Replayer, source: str, blocks: Iterable[list[Any]],
+                on_error: Callable[[TraceFormatError], None] | None) -> Iterator[StreamResult]:
+    """Feed the blocks of the fast reader through ``replayer``; errors to ``on_error``, in line
+    order with the results."""
+    push = replayer._push_op
+    for ops in blocks:
+        for op in ops:
+            if op[0] == _ERROR:
+                assert on_error is not None
+                on_error(op[1])
+            else:
+                done = push(source, op)
+                if done:
+                    yield from done
+        replayer.flush()
+
+
 def scan(source: Source, ruleset: Ruleset | None = None, *,
          on_error: Callable[[TraceFormatError], None] | None = None,
          max_line_bytes: int = LINE_MAX_BYTES) -> list[StreamResult]:
-    """Replay one trace file: :func:`iter_events` then :func:`replay`, as a list."""
-    return list(replay(iter_events(source, on_error=on_error, max_line_bytes=max_line_bytes),
-                       ruleset))
+    """Replay one trace file: the results of :func:`replay` of :func:`iter_events`, as a list
+    (read in blocks, each stream's deltas fed in one call: docs/scanning.md)."""
+    replayer = Replayer(ruleset)
+    blocks = _source_ops(source, on_error is not None, None, max_line_bytes)
+    results = list(_replay_ops(replayer, _source_name(source), blocks, on_error))
+    return results + replayer.close()
 
 
 def sample_events() -> list[Event]:
