@@ -124,6 +124,8 @@ struct cc_watcher {
     candidate *cand;
     int last_channel;
     uint8_t ready[2];     /* per channel: both of its views are ready for deltas of this kind */
+    pair_fn fast[2][3];   /* [channel][kind >> 1]: the loop a delta takes straight away; set
+                             only for the last channel, kinds it is ready for, until finish */
     int finished;
     int oom;              /* sticky until the end of the call: an allocation failed */
     cc_hit *hits;
