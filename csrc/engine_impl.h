@@ -145,6 +145,9 @@ extern const pair_fn eng_pair_loops[NPAIR_SHAPES][2][3];
 void eng_line_end(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: run one windowed rule's check on its view now. */
 void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos);
+/* detect.c: a throttle point of the view: run its windowed rules whose point has come, in rule
+ * order, and set v->next_check to the next point of a rule that may still fire. */
+void eng_throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: a newline on a view with BlockRepeat rules: they are checked there too. */
 void eng_blocks_at_newline(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: the view's segment scanner, allocated at its first use and brought up to date;
