@@ -122,12 +122,15 @@ struct cc_watcher {
     uint64_t *seen;       /* segment rules: the scanner serial at their previous check */
     uint8_t *fired;
     candidate *cand;
-    int last_channel;
+    /* the small fields share one word (an idle watcher is mostly this struct) */
+    int8_t last_channel;  /* -1 before the first delta */
     uint8_t ready[2];     /* per channel: both of its views are ready for deltas of this kind */
-    pair_fn fast[2][3];   /* [channel][kind >> 1]: the loop a delta takes straight away; set
-                             only for the last channel, kinds it is ready for, until finish */
-    int finished;
-    int oom;              /* sticky until the end of the call: an allocation failed */
+    uint8_t fast[2];      /* per channel, bit kind >> 1: a delta of that kind may go straight
+                             to fast_row[kind >> 1] (set only for the last channel, kinds it is
+                             ready for, until finish) */
+    uint8_t finished;
+    uint8_t oom;          /* sticky until the end of the call: an allocation failed */
+    const pair_fn *fast_row; /* rs->pair[last channel][combined ring has high bits] */
     cc_hit *hits;
     size_t nhits, caphits;
     uint64_t sort_cmps;   /* comparisons spent ordering hits (see sort_hits) */

@@ -248,21 +248,23 @@ static void sort_hits(cc_watcher *w, size_t from) {
     w->sort_cmps += cmps;
 }
 
-/* The loops of the channel just fed, by kind, for the next delta on it (see cc_watcher_feed):
- * the pair loop of each kind both views are ready for, the other channel's cleared. */
+/* What the next delta on the channel just fed may skip the slow path for (see cc_watcher_feed):
+ * each kind both views are ready for, and which width of the pair loops; the other channel's
+ * byte cleared. */
 static void fast_refresh(cc_watcher *w, int channel) {
-    const cc_ruleset *rs = w->rs;
-    int wide = w->v[CC_VIEW_COMBINED].ring.hi != NULL;
-    memset(w->fast, 0, sizeof w->fast);
+    unsigned f = 0;
     for (int k = 0; k < 3; k++)
-        if ((k ? 2 * k : 1) <= w->ready[channel]) w->fast[channel][k] = rs->pair[channel][wide][k];
+        if ((k ? 2 * k : 1) <= w->ready[channel]) f |= 1u << k;
+    memset(w->fast, 0, sizeof w->fast);
+    w->fast[channel] = (uint8_t)f;
+    w->fast_row = w->rs->pair[channel][w->v[CC_VIEW_COMBINED].ring.hi != NULL];
 }
 
 /* The rare parts of a feed: a channel switch, buffers to allocate. */
 static int feed_prepare(cc_watcher *w, int kind, int channel) {
     if (w->last_channel != channel) {
         if (w->last_channel >= 0) channel_switch(w);
-        w->last_channel = channel;
+        w->last_channel = (int8_t)channel;
     }
     if (kind > w->ready[channel]) {
         const cc_ruleset *rs = w->rs;
@@ -293,19 +295,20 @@ COLD int feed_slow(cc_watcher *w, const void *data, int kind, size_t len, int ch
     if (!len) return hit_count(w->nhits);
     if (feed_prepare(w, kind, channel) != CC_OK) return CC_ERR_NOMEM;
     size_t from = w->nhits;
-    w->fast[channel][kind >> 1](w, channel, data, len);
+    w->fast_row[kind >> 1](w, channel, data, len);
     if (w->nhits != from || w->oom) return feed_done(w, from);
     return hit_count(from);
 }
 
-/* The per-delta entry: one load says whether this delta may go straight to its loop (same
- * channel as the previous one, a kind its buffers are ready for, not finished: w->fast holds
- * NULL otherwise), so the common delta pays for that load, the call and the hit check. */
+/* The per-delta entry: one byte says whether this delta may go straight to its loop (same
+ * channel as the previous one, a kind its buffers are ready for, not finished), so the common
+ * delta pays for that test, the call and the hit check. */
 int cc_watcher_feed(cc_watcher *w, const void *data, int kind, size_t len, int channel) {
-    pair_fn run = w->fast[channel][kind >> 1];
-    if (!run || !len) return feed_slow(w, data, kind, len, channel);
+    unsigned k = (unsigned)kind >> 1;
+    /* an empty delta may take the loop too (it does nothing there) */
+    if (!((w->fast[channel] >> k) & 1u)) return feed_slow(w, data, kind, len, channel);
     size_t from = w->nhits;
-    run(w, channel, data, len);
+    w->fast_row[k](w, channel, data, len);
     if (w->nhits != from || w->oom) return feed_done(w, from);
     return hit_count(from);
 }
@@ -412,7 +415,7 @@ int cc_replay(cc_watcher *w, const void *data, int kind, size_t len, const int64
      * the fixed work of a call (dispatch, loop set-up, the hit check) once instead of per
      * delta. The batch stays small enough that sorting a call's hits stays cheap. A batch is
      * the next delta and every following one that ends within REPLAY_BATCH of its start. */
-    pair_fn run = w->fast[channel][kind >> 1];
+    pair_fn run = w->fast_row[kind >> 1];
     while (i < nsplits) {
         size_t j = i;
         if ((size_t)splits[i] <= prev + REPLAY_BATCH)
