@@ -262,6 +262,10 @@ static void fast_refresh(cc_watcher *w, int channel) {
 
 /* The rare parts of a feed: a channel switch, buffers to allocate. */
 static int feed_prepare(cc_watcher *w, int kind, int channel) {
+    /* no delta skips this path until it succeeds: should a buffer below fail, a delta of the
+     * other channel must still switch back, and one of this channel must see the ring's high
+     * bits if they were allocated before the failure */
+    memset(w->fast, 0, sizeof w->fast);
     if (w->last_channel != channel) {
         if (w->last_channel >= 0) channel_switch(w);
         w->last_channel = (int8_t)channel;
