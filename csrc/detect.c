@@ -227,6 +227,14 @@ cc_segscan *eng_view_seg(cc_watcher *w, int vi) {
     return v->seg;
 }
 
+/* The view's scanner brought up to date: the common call (every rule checked at one point after
+ * the first) finds it so already and stays inline. */
+static inline cc_segscan *view_seg(cc_watcher *w, view *v) {
+    cc_segscan *s = v->seg;
+    if (s && s->scanned == v->chars) return s;
+    return eng_view_seg(w, (int)(v - w->v));
+}
+
 void eng_blocks_at_newline(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
     /* what eng_check_rule would do for each BlockRepeat rule, with the view scanned once and a
      * rule skipped before the call when it has fired for good or no segment was kept since its
@@ -235,9 +243,44 @@ void eng_blocks_at_newline(cc_watcher *w, const viewplan *vp, view *v, uint64_t 
     for (uint32_t k = 0; k < vp->nblock; k++) {
         uint32_t ri = vp->blocks[k];
         if (w->rs->rules[ri].once && w->fired[ri]) continue;
-        if (!s && !(s = eng_view_seg(w, (int)(v - w->v)))) return;
+        if (!s && !(s = view_seg(w, v))) return;
         if (w->seen[ri] != s->seg_serial) eng_check_rule(w, ri, v, pos);
     }
+}
+
+void eng_throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
+    /* eng_check_rule for each rule whose point has come, minus the calls that would return at
+     * once: a rule that fired for good is neither checked nor waited for, and a segment rule
+     * whose scanner kept nothing new for it since its previous check is not called (the scan
+     * runs once per point, for the first segment rule) */
+    const cc_rule_spec *rules = w->rs->rules;
+    const uint64_t bytes = v->bytes;
+    uint64_t nmin = UINT64_MAX;
+    for (uint32_t k = 0; k < vp->nwindowed; k++) {
+        uint32_t ri = vp->windowed[k];
+        const cc_rule_spec *r = &rules[ri];
+        if (r->once && w->fired[ri]) continue;
+        uint64_t next = w->next[ri];
+        if (bytes >= next) {
+            /* the next multiple of every_bytes above bytes (next is one: no division when the
+             * point comes one interval later, as it does for short deltas) */
+            next += r->every_bytes;
+            if (next <= bytes) next = (bytes / r->every_bytes + 1) * r->every_bytes;
+            w->next[ri] = next;
+            int skip = 0;
+            if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE) {
+                const cc_segscan *s = view_seg(w, v);
+                skip = s && w->seen[ri] == (r->kind == CC_K_BLOCK_REPEAT ? s->seg_serial
+                                                                          : s->word_serial);
+            }
+            if (!skip) {
+                eng_check_rule(w, ri, v, pos);
+                if (r->once && w->fired[ri]) continue;
+            }
+        }
+        if (next < nmin) nmin = next;
+    }
+    v->next_check = nmin;
 }
 
 /* --------------------------------------------------------------------------- the hit -- */
@@ -298,7 +341,7 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
     case CC_K_VOCAB_COLLAPSE: {
         /* checked only when the view's scanner kept a segment (word) since the rule's previous
          * check: the serial it saw is in w->seen */
-        cc_segscan *s = eng_view_seg(w, (int)(v - w->v));
+        cc_segscan *s = view_seg(w, v);
         if (!s) return;
         uint64_t serial = r->kind == CC_K_BLOCK_REPEAT ? s->seg_serial : s->word_serial;
         if (w->seen[ri] == serial) return;

@@ -122,10 +122,15 @@ struct cc_watcher {
     uint64_t *seen;       /* segment rules: the scanner serial at their previous check */
     uint8_t *fired;
     candidate *cand;
-    int last_channel;
+    /* the small fields share one word (an idle watcher is mostly this struct) */
+    int8_t last_channel;  /* -1 before the first delta */
     uint8_t ready[2];     /* per channel: both of its views are ready for deltas of this kind */
-    int finished;
-    int oom;              /* sticky until the end of the call: an allocation failed */
+    uint8_t fast[2];      /* per channel, bit kind >> 1: a delta of that kind may go straight
+                             to fast_row[kind >> 1] (set only for the last channel, kinds it is
+                             ready for, until finish) */
+    uint8_t finished;
+    uint8_t oom;          /* sticky until the end of the call: an allocation failed */
+    const pair_fn *fast_row; /* rs->pair[last channel][combined ring has high bits] */
     cc_hit *hits;
     size_t nhits, caphits;
     uint64_t sort_cmps;   /* comparisons spent ordering hits (see sort_hits) */
@@ -143,6 +148,9 @@ extern const pair_fn eng_pair_loops[NPAIR_SHAPES][2][3];
 void eng_line_end(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: run one windowed rule's check on its view now. */
 void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos);
+/* detect.c: a throttle point of the view: run its windowed rules whose point has come, in rule
+ * order, and set v->next_check to the next point of a rule that may still fire. */
+void eng_throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: a newline on a view with BlockRepeat rules: they are checked there too. */
 void eng_blocks_at_newline(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: the view's segment scanner, allocated at its first use and brought up to date;

@@ -21,17 +21,7 @@ HOT_INLINE void line_append(uint32_t *buf, uint64_t *h, uint64_t *hc, uint32_t *
 
 /* Run the view's windowed rules whose throttle point has come; find the next one. */
 static void throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
-    uint64_t nmin = UINT64_MAX;
-    for (uint32_t k = 0; k < vp->nwindowed; k++) {
-        uint32_t ri = vp->windowed[k];
-        const cc_rule_spec *r = &w->rs->rules[ri];
-        if (v->bytes >= w->next[ri]) {
-            w->next[ri] = (v->bytes / r->every_bytes + 1) * r->every_bytes;
-            eng_check_rule(w, ri, v, pos);
-        }
-        if (!(r->once && w->fired[ri]) && w->next[ri] < nmin) nmin = w->next[ri];
-    }
-    v->next_check = nmin;
+    eng_throttle(w, vp, v, pos);
 }
 
 static int fence_tag_char(uint32_t cp) {

@@ -34,6 +34,7 @@ static void watcher_init(cc_watcher *w) {
     for (int vi = 0; vi < CC_NVIEWS; vi++) view_init(w, vi);
     w->last_channel = -1;
     w->finished = 0;
+    memset(w->fast, 0, sizeof w->fast);
 }
 
 cc_watcher *cc_watcher_new(const cc_ruleset *rs) {
@@ -247,11 +248,27 @@ static void sort_hits(cc_watcher *w, size_t from) {
     w->sort_cmps += cmps;
 }
 
+/* What the next delta on the channel just fed may skip the slow path for (see cc_watcher_feed):
+ * each kind both views are ready for, and which width of the pair loops; the other channel's
+ * byte cleared. */
+static void fast_refresh(cc_watcher *w, int channel) {
+    unsigned f = 0;
+    for (int k = 0; k < 3; k++)
+        if ((k ? 2 * k : 1) <= w->ready[channel]) f |= 1u << k;
+    memset(w->fast, 0, sizeof w->fast);
+    w->fast[channel] = (uint8_t)f;
+    w->fast_row = w->rs->pair[channel][w->v[CC_VIEW_COMBINED].ring.hi != NULL];
+}
+
 /* The rare parts of a feed: a channel switch, buffers to allocate. */
-COLD int feed_prepare(cc_watcher *w, int kind, int channel) {
+static int feed_prepare(cc_watcher *w, int kind, int channel) {
+    /* no delta skips this path until it succeeds: should a buffer below fail, a delta of the
+     * other channel must still switch back, and one of this channel must see the ring's high
+     * bits if they were allocated before the failure */
+    memset(w->fast, 0, sizeof w->fast);
     if (w->last_channel != channel) {
         if (w->last_channel >= 0) channel_switch(w);
-        w->last_channel = channel;
+        w->last_channel = (int8_t)channel;
     }
     if (kind > w->ready[channel]) {
         const cc_ruleset *rs = w->rs;
@@ -261,6 +278,7 @@ COLD int feed_prepare(cc_watcher *w, int kind, int channel) {
             return CC_ERR_NOMEM;
         w->ready[channel] = (uint8_t)kind;
     }
+    fast_refresh(w, channel);
     return CC_OK;
 }
 
@@ -274,14 +292,27 @@ COLD int feed_done(cc_watcher *w, size_t from) {
     return hit_count(w->nhits);
 }
 
-int cc_watcher_feed(cc_watcher *w, const void *data, int kind, size_t len, int channel) {
+/* A delta the fast path of cc_watcher_feed does not take: after finish, an empty one, the first
+ * on its channel or of a wider kind than before (a channel switch, buffers to allocate). */
+COLD int feed_slow(cc_watcher *w, const void *data, int kind, size_t len, int channel) {
     if (w->finished) return CC_ERR_FINISHED;
     if (!len) return hit_count(w->nhits);
-    if ((w->last_channel != channel || kind > w->ready[channel]) &&
-        feed_prepare(w, kind, channel) != CC_OK)
-        return CC_ERR_NOMEM;
+    if (feed_prepare(w, kind, channel) != CC_OK) return CC_ERR_NOMEM;
     size_t from = w->nhits;
-    w->rs->pair[channel][w->v[CC_VIEW_COMBINED].ring.hi != NULL][kind >> 1](w, channel, data, len);
+    w->fast_row[kind >> 1](w, channel, data, len);
+    if (w->nhits != from || w->oom) return feed_done(w, from);
+    return hit_count(from);
+}
+
+/* The per-delta entry: one byte says whether this delta may go straight to its loop (same
+ * channel as the previous one, a kind its buffers are ready for, not finished), so the common
+ * delta pays for that test, the call and the hit check. */
+int cc_watcher_feed(cc_watcher *w, const void *data, int kind, size_t len, int channel) {
+    unsigned k = (unsigned)kind >> 1;
+    /* an empty delta may take the loop too (it does nothing there) */
+    if (!((w->fast[channel] >> k) & 1u)) return feed_slow(w, data, kind, len, channel);
+    size_t from = w->nhits;
+    w->fast_row[k](w, channel, data, len);
     if (w->nhits != from || w->oom) return feed_done(w, from);
     return hit_count(from);
 }
@@ -303,6 +334,7 @@ int cc_watcher_finish(cc_watcher *w) {
         if (r->kind != CC_K_PHRASES) eng_check_rule(w, ri, &w->v[r->view], 0);
     }
     w->finished = 1;
+    memset(w->fast, 0, sizeof w->fast); /* every feed now goes to feed_slow, which refuses */
     return feed_done(w, from) < 0 ? CC_ERR_NOMEM : CC_OK;
 }
 
@@ -318,8 +350,20 @@ size_t cc_watcher_tail(const cc_watcher *w, size_t n, uint32_t *out) {
 }
 
 long long cc_check_splits(const int64_t *splits, size_t n, size_t len) {
+    /* Non-decreasing from 0 and the last at len puts every offset in [0, len]. Blocks of eight
+     * are tested without a branch per offset; a block with something wrong (or the tail) goes
+     * through the exact test, which names the first bad offset. */
     int64_t prev = 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const int64_t *s = splits + i;
+        int bad = (s[0] < prev) | (s[1] < s[0]) | (s[2] < s[1]) | (s[3] < s[2]) |
+                  (s[4] < s[3]) | (s[5] < s[4]) | (s[6] < s[5]) | (s[7] < s[6]) |
+                  ((uint64_t)s[7] > len);
+        if (bad) break;
+        prev = s[7];
+    }
+    for (; i < n; i++) {
         if (splits[i] < prev || (uint64_t)splits[i] > len) return (long long)i;
         prev = splits[i];
     }
@@ -329,6 +373,28 @@ long long cc_check_splits(const int64_t *splits, size_t n, size_t len) {
 
 /* Code points per call of the loop in cc_replay (a batch of whole deltas, or one longer delta). */
 #define REPLAY_BATCH 4096
+
+/* The last index j >= i with splits[j] <= limit, given splits[i] <= limit (splits are
+ * non-decreasing): galloping, then bisection, so a batch of k deltas costs O(log k). */
+static size_t batch_end(const int64_t *splits, size_t n, size_t i, size_t limit) {
+    size_t lo = i, step = 1, hi;
+    for (;;) {
+        hi = lo + step;
+        if (hi >= n) {
+            hi = n;
+            break;
+        }
+        if ((size_t)splits[hi] > limit) break;
+        lo = hi;
+        step *= 2;
+    }
+    while (hi - lo > 1) { /* splits[lo] <= limit; hi == n or splits[hi] > limit */
+        size_t mid = lo + (hi - lo) / 2;
+        if ((size_t)splits[mid] <= limit) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
 
 int cc_replay(cc_watcher *w, const void *data, int kind, size_t len, const int64_t *splits,
               size_t nsplits, int channel) {
@@ -344,17 +410,22 @@ int cc_replay(cc_watcher *w, const void *data, int kind, size_t len, const int64
         if (rc < 0) return rc;
         prev = end;
     }
+    if (i == nsplits) return cc_watcher_finish(w);
     /* then one channel and one kind: consecutive deltas in batches of about REPLAY_BATCH code
      * points, each batch through the loop in one call. Detections are a pure function of the
      * text fed on a channel, whatever its split (docs/semantics.md; the split-invariance tests
      * hold the engine to it), and the hits of one call are ordered by position as those of its
      * deltas fed one by one: a batch gives exactly their detections, in their order, and pays
      * the fixed work of a call (dispatch, loop set-up, the hit check) once instead of per
-     * delta. The batch stays small enough that sorting a call's hits stays cheap. */
-    pair_fn run = w->rs->pair[channel][w->v[CC_VIEW_COMBINED].ring.hi != NULL][kind >> 1];
+     * delta. The batch stays small enough that sorting a call's hits stays cheap. A batch is
+     * the next delta and every following one that ends within REPLAY_BATCH of its start. */
+    pair_fn run = w->fast_row[kind >> 1];
     while (i < nsplits) {
-        size_t end = (size_t)splits[i++];
-        while (i < nsplits && (size_t)splits[i] - prev <= REPLAY_BATCH) end = (size_t)splits[i++];
+        size_t j = i;
+        if ((size_t)splits[i] <= prev + REPLAY_BATCH)
+            j = batch_end(splits, nsplits, i, prev + REPLAY_BATCH);
+        size_t end = (size_t)splits[j];
+        i = j + 1;
         if (end == prev) continue; /* empty deltas do nothing */
         size_t from = w->nhits;
         run(w, channel, base + prev * (size_t)kind, end - prev);
