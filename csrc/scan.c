@@ -372,22 +372,35 @@ HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, vie
             for (; ring && i < len; i++) cc_ring_put(&vc->ring, load_cp(data, kind, i));
             return;
         }
-        if (!v->in_gap) {
+        if (LIKELY(!v->in_gap)) {
             const cc_automaton *a = vp->live_ac[0];
             const uint32_t *pages = a->pages;
             const uint16_t *pcls = a->page_cls;
-            const uint32_t sb = a->special_base;
+            const uint16_t *dense = a->dense;
+            const uint32_t *exits = a->exits;
+            const uint32_t nd = a->ndense, ncls = a->nclasses, sb = a->special_base;
             uint16_t *rlo = ring ? vc->ring.lo : NULL;
             uint8_t *rhi = ring ? vc->ring.hi : NULL;
             uint32_t rpos = ring ? vc->ring.pos : 0;
             const uint32_t rcap = ring ? vc->ring.cap : 0;
-            uint32_t s = v->state[0];
+            uint32_t s = v->state[0] & CC_AC_ID;
             for (; i < len; i++) {
                 uint32_t cp = load_cp(data, kind, i);
                 uint32_t c = kind == 4 ? cc_automaton_class(a, cp)
                                        : pcls[pages[cp >> 8] + (cp & 0xFF)];
-                uint32_t t = cc_automaton_next(a, s, c);
-                if (cc_automaton_is_match(t) | (c >= sb)) break;
+                uint32_t t;
+                if (LIKELY(s < nd)) {
+                    /* a dense state: one 16-bit load; below nd, a dense state without outputs
+                     * (not a special class's target either: those go through the exits) */
+                    t = dense[s * ncls + c];
+                    if (UNLIKELY(t >= nd)) {
+                        t = exits[t - nd];
+                        if (cc_automaton_is_match(t) | (c >= sb)) break;
+                    }
+                } else {
+                    t = cc_automaton_sparse_next(a, s, c);
+                    if (cc_automaton_is_match(t) | (c >= sb)) break;
+                }
                 s = t;
                 if (ring) rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, wide);
             }
