@@ -593,11 +593,15 @@ cdef class Watcher:
             # one call: it refuses a finished watcher and returns how many hits it holds
             rc = cc_watcher_feed(self._w, data, kind, <size_t>n, ch)
         if rc < 0:
-            if rc == CC_ERR_FINISHED:
-                raise RuntimeError(_rules.FINISHED_MESSAGE)
-            cc_watcher_clear_hits(self._w)
-            raise MemoryError("contextcare: out of memory while feeding")
+            self._failed(rc)
         return rc
+
+    cdef int _failed(self, int rc) except -1:
+        """Raise for a negative status of cc_watcher_feed."""
+        if rc == CC_ERR_FINISHED:
+            raise RuntimeError(_rules.FINISHED_MESSAGE)
+        cc_watcher_clear_hits(self._w)
+        raise MemoryError("contextcare: out of memory while feeding")
 
     def feed(self, text, /, channel="text"):
         """Append a delta on ``channel`` ("text" or "reasoning"); return the detections that
@@ -605,7 +609,18 @@ cdef class Watcher:
         cdef int ch = _feed_channel(channel)
         if type(text) is not str:
             _rules.check_text(text)
-        if self._feed(text, ch) == 0:
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+        cdef int rc
+        if self._busy or self._w == NULL or n > NOGIL_CHARS:
+            rc = self._feed(text, ch)  # refusals, and long deltas without the GIL
+        else:
+            # the common case inline: one C call, which refuses a finished watcher and returns
+            # how many hits it holds
+            rc = cc_watcher_feed(self._w, PyUnicode_DATA(text), PyUnicode_KIND(text), <size_t>n,
+                                 ch)
+            if rc < 0:
+                self._failed(rc)
+        if rc == 0:
             return ()
         return _detections(self._ruleset, self._w)
 
