@@ -400,9 +400,9 @@ HOT_INLINE size_t phrases_fast(const cc_automaton *a, view *v, view *vc, const v
 /* The rest of a delta (its characters from i on; the counts are already advanced) once the fast
  * loop has stopped or cannot run: each character that needs more goes through ph_event, the
  * stretches between through the fast loop. Out of line, so the fast path keeps its registers. */
-NOINLINE void phrases_rest(cc_watcher *w, const viewplan *vp, view *v, view *vc,
-                           const void *data, size_t len, size_t i, const int kind,
-                           const int ring, const int wide) {
+HOT_INLINE void phrases_rest(cc_watcher *w, const viewplan *vp, view *v, view *vc,
+                             const void *data, size_t len, size_t i, const int kind,
+                             const int ring, const int wide) {
     const uint64_t end = v->chars;
     while (i < len) {
         if (!v->live_phrase_rules) {
@@ -422,6 +422,22 @@ NOINLINE void phrases_rest(cc_watcher *w, const viewplan *vp, view *v, view *vc,
     }
 }
 
+/* phrases_rest specialised per (kind, ring, wide), each its own out-of-line function */
+#define DEFINE_PHRASES_REST(K, R, W)                                                           \
+    NOINLINE void phrases_rest_##K##R##W(cc_watcher *w, const viewplan *vp, view *v, view *vc, \
+                                         const void *data, size_t len, size_t i) {             \
+        phrases_rest(w, vp, v, vc, data, len, i, K, R, W);                                     \
+    }
+DEFINE_PHRASES_REST(1, 0, 0)
+DEFINE_PHRASES_REST(2, 0, 0)
+DEFINE_PHRASES_REST(4, 0, 0)
+DEFINE_PHRASES_REST(1, 1, 0)
+DEFINE_PHRASES_REST(2, 1, 0)
+DEFINE_PHRASES_REST(1, 1, 1)
+DEFINE_PHRASES_REST(2, 1, 1)
+DEFINE_PHRASES_REST(4, 1, 1)
+#undef DEFINE_PHRASES_REST
+
 HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, view *vc,
                                  const void *data, size_t len, const int kind, const int ring,
                                  const int wide) {
@@ -432,7 +448,20 @@ HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, vie
         i = phrases_fast(vp->live_ac[0], v, vc, data, 0, len, kind, ring, wide);
         if (LIKELY(i == len)) return;
     }
-    phrases_rest(w, vp, v, vc, data, len, i, kind, ring, wide);
+    /* constants in every specialisation: one call remains */
+    if (!ring) {
+        if (kind == 1) phrases_rest_100(w, vp, v, vc, data, len, i);
+        else if (kind == 2) phrases_rest_200(w, vp, v, vc, data, len, i);
+        else phrases_rest_400(w, vp, v, vc, data, len, i);
+    } else if (kind == 4) {
+        phrases_rest_411(w, vp, v, vc, data, len, i);
+    } else if (kind == 1) {
+        if (wide) phrases_rest_111(w, vp, v, vc, data, len, i);
+        else phrases_rest_110(w, vp, v, vc, data, len, i);
+    } else {
+        if (wide) phrases_rest_211(w, vp, v, vc, data, len, i);
+        else phrases_rest_210(w, vp, v, vc, data, len, i);
+    }
 }
 
 HOT_INLINE void run_phrases(cc_watcher *w, const viewplan *vp, view *v, const void *data,
