@@ -2,6 +2,7 @@
 to the C core that must not cost speed: counts are exact where timings on a shared machine are not).
 
     python benchmarks/callgrind.py            # every case, a table of instruction counts
+    python benchmarks/callgrind.py --phrases  # the phrase automaton's cases (floor, 300, 100 000)
     python benchmarks/callgrind.py CASE       # one case, run inside callgrind (used by the above)
 
 Only the feeding is counted: traces are built and the ruleset compiled first, then the loop runs
@@ -29,14 +30,25 @@ import traces  # noqa: E402
 NBYTES = 200_000
 CASES = ("feed-phrases-300", "feed-default-clean", "feed-default-loops", "feed-loop-family",
          "replay-phrases-300", "replay-default-clean", "replay-default-loops")
+#: The phrase automaton's cases (``python benchmarks/callgrind.py --phrases``): the phrase trace
+#: through the no-op ``_Floor.feed`` (the Python loop and argument handling, no engine work),
+#: through the 300 benchmark phrases, and through 100 000 phrases of ``traces.phrase_set``
+#: (Chinese, English; the 300 are among them, so the detections are the same).
+PHRASE_CASES = ("feed-floor", "feed-phrases-300", "feed-phrases-zh-100k", "feed-phrases-en-100k",
+                "replay-phrases-300", "replay-phrases-zh-100k", "replay-phrases-en-100k")
 
 
 def _rules(name: str) -> Any:
     import contextcare as cc
     from contextcare.presets import DEFAULT_OPTIONS
 
-    if name == "phrases-300":
+    if name in ("phrases-300", "floor"):
         return cc.Ruleset([cc.Phrases("phrases", traces.make_phrases(), channel="text",
+                                      once=False)])
+    if name.startswith("phrases-"):  # phrases-LANG-100k
+        _, lang, size = name.split("-")
+        n = int(size.removesuffix("k")) * 1000
+        return cc.Ruleset([cc.Phrases("phrases", traces.phrase_set(n, lang), channel="text",
                                       once=False)])
     rules = cc.default_rules()
     if name == "loop-family":
@@ -51,14 +63,27 @@ def run_case(case: str) -> int:
 
     op, name = case.split("-", 1)
     ruleset = _rules(name)
-    if name == "phrases-300":
+    phrase_case = name == "floor" or name.startswith("phrases-")
+    if phrase_case:
         ptrace = traces.phrase_trace(NBYTES, phrases=traces.make_phrases())
         replies = [[("text", ptrace.deltas)]]
     else:
         trace = traces.reply_trace(NBYTES, loops=name != "default-clean")
         replies = [[(s.channel, s.deltas) for s in r.segments] for r in trace.replies]
     out: list[int] = []
-    if op == "feed":
+    if op == "feed" and name == "floor":
+        from contextcare import _engine
+
+        put = _engine._Floor(ruleset.watcher()).feed
+
+        def measured() -> None:
+            hits = 0
+            for segments in replies:
+                for channel, deltas in segments:
+                    for d in deltas:
+                        hits += len(put(d, channel))
+            out.append(hits)
+    elif op == "feed":
         w = ruleset.watcher()
 
         def measured() -> None:
@@ -71,7 +96,7 @@ def run_case(case: str) -> int:
                 w.reset()
             out.append(hits)
     else:
-        channel = "text" if name == "phrases-300" else "reasoning"
+        channel = "text" if phrase_case else "reasoning"
         work = []
         for segments in replies:
             deltas = [d for _, ds in segments for d in ds]
@@ -111,14 +136,17 @@ def count(case: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    if len(sys.argv) > 1:
+    cases = CASES
+    if len(sys.argv) > 1 and sys.argv[1] == "--phrases":
+        cases = PHRASE_CASES
+    elif len(sys.argv) > 1:
         print(run_case(sys.argv[1]))
         return
     import contextcare  # build the extension before valgrind runs it
 
     del contextcare
     print(f"| case | instructions | detections |\n|---|---:|---:|")
-    for case in CASES:
+    for case in cases:
         ir, hits = count(case)
         print(f"| {case} | {ir:,} | {hits} |", flush=True)
 

@@ -14,6 +14,9 @@
 
 #define UNSET UINT32_MAX
 
+/* Fewest dense rows worth having besides the root's (see the build). */
+#define DENSE_MIN_ROWS 64
+
 /* Compiled bytes a sparse state costs, for the size limit. */
 #define SPARSE_BYTES sizeof(cc_ac_slot)
 
@@ -245,7 +248,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
                                  size_t max_bytes, char *err, size_t errlen, int *status) {
     cc_automaton *a = calloc(1, sizeof *a);
     uint32_t *text = NULL, *starts = NULL, *cps = NULL, *order = NULL, *otmp = NULL;
-    uint32_t *rows = NULL, *slot_of = NULL, *out_start = NULL, *ccls = NULL;
+    uint32_t *rows = NULL, *slot_of = NULL, *out_start = NULL, *ccls = NULL, *code = NULL;
     int32_t *base_of = NULL;
     uint16_t *cls = NULL;
     cc_output *out = NULL;
@@ -351,12 +354,17 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     sortctx sc = {text, starts, phrases};
     const uint32_t *sorted = sort_phrases(&sc, order, otmp, (uint32_t)n);
 
-    /* dense rows: the root always, then as many breadth-first states as the budget allows */
-    size_t row_bytes = (size_t)nc * sizeof(uint32_t);
+    /* dense rows: the root always, then as many breadth-first states as the budget allows (and
+     * 16-bit entries can name); the build keeps them as 32-bit node numbers */
+    size_t row_bytes = (size_t)nc * sizeof(uint16_t);
     size_t max_dense = dense_bytes / row_bytes;
-    if (max_dense < 1) max_dense = 1;
+    /* rows pay when they cover the states the text keeps returning to (the shallowest, in
+     * breadth-first order); when the budget buys fewer than DENSE_MIN_ROWS of them (a large
+     * alphabet: thousands of Chinese characters) they would cover a few first characters in code
+     * point order, not the text's: only the root gets a row */
+    if (max_dense < DENSE_MIN_ROWS) max_dense = 1;
     if (max_dense > (size_t)ncp + 1) max_dense = (size_t)ncp + 1;
-    if (max_dense * nc > CC_AC_ID / 2) max_dense = (CC_AC_ID / 2) / nc;
+    if (max_dense > 0xFFFF) max_dense = 0xFFFF;
     if (max_dense * row_bytes > max_bytes) {
         snprintf(msg, sizeof msg,
                  "the phrase automaton would exceed %zu MiB (its root row alone); use fewer "
@@ -365,7 +373,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
         fail_with(err, errlen, status, CC_ERR_TOO_BIG, msg);
         goto fail;
     }
-    rows = malloc(max_dense * row_bytes);
+    rows = malloc(max_dense * nc * sizeof *rows);
     if (!rows) goto oom;
 
     /* the trie, breadth-first: failure links, dense rows and output sets on the way */
@@ -448,17 +456,37 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
                           : 0;
         if (u < max_dense) {
             uint32_t *row = rows + (size_t)u * nc;
-            if (u) memcpy(row, rows + (size_t)t.fail[u] * nc, row_bytes);
-            else memset(row, 0, row_bytes);
+            if (u) memcpy(row, rows + (size_t)t.fail[u] * nc, (size_t)nc * sizeof *row);
+            else memset(row, 0, (size_t)nc * sizeof *row);
             for (uint32_t v = t.first[u]; v < t.n; v++) row[t.ecls[v]] = v;
         }
     }
     uint32_t N = t.n;
     t.first[N] = N;
+    /* the dense states: a 16-bit entry names a dense state without outputs itself and anything
+     * else through the exit table (a sparse state, a state with outputs, every target of a
+     * special class), so ndense + exits must stay within 65 536: fewer dense rows until so */
     uint32_t ndense = N < max_dense ? N : (uint32_t)max_dense;
+    uint32_t nexits = 0;
+    code = malloc((size_t)N * sizeof *code);
+    if (!code) goto oom;
+    for (;;) {
+        for (uint32_t u = 0; u < N; u++) code[u] = UNSET;
+        nexits = 0;
+        for (uint32_t u = 0; u < ndense; u++) {
+            const uint32_t *row = rows + (size_t)u * nc;
+            for (uint32_t c = 0; c < nc; c++) {
+                uint32_t v = row[c];
+                if ((v >= ndense || t.set[v] != UNSET || c >= a->special_base) && code[v] == UNSET)
+                    code[v] = nexits++;
+            }
+        }
+        if (ndense + nexits <= 0x10000u || ndense == 1) break;
+        ndense = ndense / 2;
+    }
     a->nstates = N;
     a->ndense = ndense;
-    a->dense_end = ndense * nc;
+    a->nexits = nexits;
     /* the phrases and the breadth-first work arrays are done with: free them before the
      * automaton itself is allocated (lower peak memory) */
     free(t.lo), t.lo = NULL;
@@ -507,15 +535,15 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     uint32_t nslots = sl.frontier;
     a->nslots = nslots;
 #define ID_OF(v)                                                                               \
-    (((v) < ndense ? (v) * nc : a->dense_end + slot_of[v]) |                                   \
-     (t.set[v] != UNSET ? CC_AC_MATCH : 0u))
+    (((v) < ndense ? (v) : ndense + slot_of[v]) | (t.set[v] != UNSET ? CC_AC_MATCH : 0u))
     a->slot_mem = malloc(((size_t)nslots + 2 * (size_t)nc) * sizeof *a->slot_mem);
     size_t nmatch = 0;
     for (uint32_t u = ndense; u < N; u++) nmatch += t.set[u] != UNSET;
     a->match = malloc((nmatch ? nmatch : 1) * sizeof *a->match);
     a->dense = malloc((size_t)ndense * row_bytes);
     a->dense_out = malloc((size_t)ndense * sizeof *a->dense_out);
-    if (!a->slot_mem || !a->match || !a->dense || !a->dense_out) goto oom;
+    a->exits = malloc((nexits ? nexits : 1) * sizeof *a->exits);
+    if (!a->slot_mem || !a->match || !a->dense || !a->dense_out || !a->exits) goto oom;
     a->slot = a->slot_mem + nc;
     for (size_t i = 0; i < (size_t)nslots + 2 * (size_t)nc; i++) {
         a->slot_mem[i].base = -(int32_t)nc;
@@ -527,8 +555,16 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
         if (u < ndense) {
             a->dense_out[u] = t.set[u];
             const uint32_t *src = rows + (size_t)u * nc;
-            uint32_t *dst = a->dense + (size_t)u * nc;
-            for (uint32_t c = 0; c < nc; c++) dst[c] = ID_OF(src[c]);
+            uint16_t *dst = a->dense + (size_t)u * nc;
+            for (uint32_t c = 0; c < nc; c++) {
+                uint32_t v = src[c];
+                if (v >= ndense || t.set[v] != UNSET || c >= a->special_base) {
+                    a->exits[code[v]] = ID_OF(v);
+                    dst[c] = (uint16_t)(ndense + code[v]);
+                } else {
+                    dst[c] = (uint16_t)v;
+                }
+            }
         } else {
             cc_ac_slot *sp = &a->slot[slot_of[u]];
             sp->base = base_of[u];
@@ -595,6 +631,7 @@ done:
     free(order);
     free(otmp);
     free(rows);
+    free(code);
     free(slot_of);
     free(base_of);
     free(ccls);
@@ -612,6 +649,7 @@ void cc_automaton_free(cc_automaton *a) {
     if (!a) return;
     free(a->dense);
     free(a->dense_out);
+    free(a->exits);
     free(a->slot_mem);
     free(a->match);
     free(a->page_cls);
@@ -644,8 +682,8 @@ uint32_t cc_automaton_sparse_set(const cc_automaton *a, uint32_t slot) {
 
 size_t cc_automaton_memory(const cc_automaton *a) {
     if (!a) return 0;
-    return sizeof *a + (size_t)a->ndense * a->nclasses * sizeof(uint32_t) +
-           (size_t)a->ndense * sizeof(uint32_t) +
+    return sizeof *a + (size_t)a->ndense * a->nclasses * sizeof(uint16_t) +
+           (size_t)a->ndense * sizeof(uint32_t) + (size_t)a->nexits * sizeof(uint32_t) +
            ((size_t)a->nslots + 2 * (size_t)a->nclasses) * sizeof(cc_ac_slot) +
            (size_t)a->nmatch * sizeof *a->match +
            (size_t)a->npages * 256 * sizeof *a->page_cls +

@@ -8,20 +8,22 @@
  * States come in two kinds (the split is chosen by a byte budget, shallow states first):
  *
  * - dense states: the root and the shallowest states in breadth-first order, with a full DFA row
- *   (one transition per class, failure links already resolved). Their ids are premultiplied by
- *   the number of classes: one step is one load, dense[id + class]. The text spends nearly all
- *   its time in these rows (most characters lead back to the root or near it).
+ *   (one 16-bit entry per class, failure links already resolved): one step is one load,
+ *   dense[id * nclasses + class]. An entry below ndense is the next state itself (a dense state
+ *   without outputs: nearly every step); the others index a small exit table of full ids. The
+ *   text spends nearly all its time in these rows (most characters lead back to the root or
+ *   near it), and 16-bit rows keep twice as many of them in the same cache.
  * - sparse states: the deeper states, stored as a double-array trie (base + class = the slot of
  *   the child, check[slot] = the parent, so a lookup costs one load and a compare whatever the
  *   fan-out) plus a failure link. A miss follows failure links until a child is found or a dense
- *   state is reached. Their ids are dense_end + slot.
+ *   state is reached. Their ids are ndense + slot.
  *
  * Every state with an output carries CC_AC_MATCH (the top bit) in its id, so a match test is a
  * sign test. Outputs of a state list, for each rule with a phrase ending there, the longest such
  * phrase (the first declared among equals), sorted by rule.
  *
  * The memory is O(states + classes + dense budget): 16 bytes per sparse state (and 8 more for
- * one with outputs), where the dense table of every state would cost 4 x classes bytes each.
+ * one with outputs), where the dense table of every state would cost 2-4 x classes bytes each.
  *
  * Matching code points is matching UTF-8 bytes (UTF-8 is self-synchronising, and lone
  * surrogates are whole code points either way), one step a character instead of one a byte.
@@ -38,10 +40,11 @@
 #define CC_AC_MATCH 0x80000000u
 #define CC_AC_ID 0x7FFFFFFFu
 
-/* Bytes of dense rows per automaton (the root always has one). 512 KiB keeps the benchmarks'
- * 300 phrases under 1 MiB in all while the text's usual states stay dense. */
+/* Bytes of dense rows per automaton (the root always has one). A row costs 2 bytes per class:
+ * 768 KiB keeps the benchmarks' 300 phrases under 1 MiB in all while the text's usual states
+ * stay dense. */
 #ifndef CC_AC_DENSE_BYTES
-#define CC_AC_DENSE_BYTES (512u * 1024u)
+#define CC_AC_DENSE_BYTES (768u * 1024u)
 #endif
 
 /* Most distinct phrase characters (plus specials) in one automaton. */
@@ -76,11 +79,15 @@ typedef struct cc_ac_slot {
 typedef struct cc_automaton {
     uint32_t nclasses;
     uint32_t special_base; /* classes >= this are the caller's special code points */
-    uint32_t dense_end;    /* ids below this are dense states (premultiplied by nclasses) */
-    uint32_t ndense;
+    uint32_t ndense;       /* ids below this are dense states (ndense + nexits <= 65536) */
+    uint32_t nexits;
     uint32_t nstates;
     uint32_t nslots;       /* slots of the double array (>= sparse states) */
-    uint32_t *dense;       /* ndense * nclasses ids (with the match bit) */
+    uint16_t *dense;       /* ndense * nclasses entries: e < ndense is dense state e (no
+                            * outputs); e >= ndense stands for the id exits[e - ndense] */
+    uint32_t *exits;       /* ids (with the match bit) of the targets a 16-bit entry cannot
+                            * name: sparse states, states with outputs, and every target of a
+                            * special class (so a loop learns of those from the exit alone) */
     cc_ac_slot *slot;      /* indexable from -nclasses to nslots + nclasses (padding slots are
                             * free), so base + c needs no bounds check */
     cc_ac_slot *slot_mem;  /* the allocation behind slot */
@@ -118,21 +125,33 @@ static inline uint32_t cc_automaton_class(const cc_automaton *a, uint32_t cp) {
     return cc_automaton_astral_class(a, cp);
 }
 
-/* The state after class c from state s (ids as returned by this function; the start is 0). */
-static inline uint32_t cc_automaton_next(const cc_automaton *a, uint32_t s, uint32_t c) {
-    uint32_t id = s & CC_AC_ID;
-    const uint32_t de = a->dense_end;
-    while (id >= de) {
-        const uint32_t k = id - de;
+/* The step from dense state id (< ndense) by class c. */
+static inline uint32_t cc_automaton_dense_next(const cc_automaton *a, uint32_t id, uint32_t c) {
+    const uint32_t e = a->dense[id * a->nclasses + c];
+    return e < a->ndense ? e : a->exits[e - a->ndense];
+}
+
+/* The step from sparse state id (>= ndense, no match bit) by class c: the child, or the step
+ * from the failure state. */
+static inline uint32_t cc_automaton_sparse_next(const cc_automaton *a, uint32_t id, uint32_t c) {
+    const uint32_t nd = a->ndense;
+    do {
+        const uint32_t k = id - nd;
         const cc_ac_slot *n = &a->slot[k];
         if ((n->kids >> (c & 31)) & 1) {
             const int32_t child = n->base + (int32_t)c;
             const uint32_t chk = a->slot[child].check;
-            if ((chk & CC_AC_ID) == k) return (de + (uint32_t)child) | (chk & CC_AC_MATCH);
+            if ((chk & CC_AC_ID) == k) return (nd + (uint32_t)child) | (chk & CC_AC_MATCH);
         }
         id = n->fail;
-    }
-    return a->dense[id + c];
+    } while (id >= nd);
+    return cc_automaton_dense_next(a, id, c);
+}
+
+/* The state after class c from state s (ids as returned by this function; the start is 0). */
+static inline uint32_t cc_automaton_next(const cc_automaton *a, uint32_t s, uint32_t c) {
+    const uint32_t id = s & CC_AC_ID;
+    return id < a->ndense ? cc_automaton_dense_next(a, id, c) : cc_automaton_sparse_next(a, id, c);
 }
 
 static inline uint32_t cc_automaton_step(const cc_automaton *a, uint32_t s, uint32_t cp) {
@@ -146,8 +165,7 @@ static inline int cc_automaton_is_match(uint32_t s) {
 static inline const cc_output *cc_automaton_outputs(const cc_automaton *a, uint32_t state,
                                                     uint32_t *count) {
     uint32_t id = state & CC_AC_ID;
-    uint32_t set = id < a->dense_end ? a->dense_out[id / a->nclasses]
-                                     : cc_automaton_sparse_set(a, id - a->dense_end);
+    uint32_t set = id < a->ndense ? a->dense_out[id] : cc_automaton_sparse_set(a, id - a->ndense);
     *count = a->out_start[set + 1] - a->out_start[set];
     return a->out + a->out_start[set];
 }

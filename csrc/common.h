@@ -11,9 +11,15 @@
 #if defined(__GNUC__)
 #define HOT_INLINE static inline __attribute__((always_inline))
 #define COLD static __attribute__((noinline, cold))
+#define NOINLINE static __attribute__((noinline))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define HOT_INLINE static inline
 #define COLD static
+#define NOINLINE static
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
 #endif
 
 /* Copy a message into a caller's buffer (either may be absent). */

@@ -348,13 +348,52 @@ static void ph_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, ui
  * delta pays for one loop exit, not two. The fast loop keeps nothing live across a call: it
  * stops before a character that needs more (a match, a line end or quote mark with
  * suppress_quoted, the gap after a match), which ph_event handles. */
-HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, view *vc,
-                                 const void *data, size_t len, const int kind, const int ring,
-                                 const int wide) {
-    const uint64_t end = v->chars + len;
-    v->chars = end;
-    if (ring) vc->chars += len;
-    size_t i = 0;
+/* The fast loop of a phrase view from i on: plain steps only (no match, no special class), the
+ * combined view's ring filled on the way when `ring`. Returns where it stopped (len, or the
+ * character that needs ph_event: the state stays before it). */
+HOT_INLINE size_t phrases_fast(const cc_automaton *a, view *v, view *vc, const void *data,
+                               size_t i, size_t len, const int kind, const int ring,
+                               const int wide) {
+    const uint32_t *pages = a->pages;
+    const uint16_t *pcls = a->page_cls;
+    const uint16_t *dense = a->dense;
+    const uint32_t nd = a->ndense, ncls = a->nclasses;
+    uint16_t *rlo = ring ? vc->ring.lo : NULL;
+    uint8_t *rhi = ring ? vc->ring.hi : NULL;
+    uint32_t rpos = ring ? vc->ring.pos : 0;
+    const uint32_t rcap = ring ? vc->ring.cap : 0;
+    uint32_t s = v->state[0] & CC_AC_ID;
+    for (; i < len; i++) {
+        uint32_t cp = load_cp(data, kind, i);
+        uint32_t c = kind == 4 ? cc_automaton_class(a, cp) : pcls[pages[cp >> 8] + (cp & 0xFF)];
+        uint32_t t;
+        if (LIKELY(s < nd)) {
+            /* a dense state: one 16-bit load; below nd, a dense state without outputs (not a
+             * special class's target either: those go through the exits) */
+            t = dense[s * ncls + c];
+            if (UNLIKELY(t >= nd)) {
+                t = a->exits[t - nd];
+                if (cc_automaton_is_match(t) | (c >= a->special_base)) break;
+            }
+        } else {
+            t = cc_automaton_sparse_next(a, s, c);
+            if (cc_automaton_is_match(t) | (c >= a->special_base)) break;
+        }
+        s = t;
+        if (ring) rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, wide);
+    }
+    v->state[0] = s;
+    if (ring) vc->ring.pos = rpos;
+    return i;
+}
+
+/* The rest of a delta (its characters from i on; the counts are already advanced) once the fast
+ * loop has stopped or cannot run: each character that needs more goes through ph_event, the
+ * stretches between through the fast loop. Out of line, so the fast path keeps its registers. */
+HOT_INLINE void phrases_rest(cc_watcher *w, const viewplan *vp, view *v, view *vc,
+                             const void *data, size_t len, size_t i, const int kind,
+                             const int ring, const int wide) {
+    const uint64_t end = v->chars;
     while (i < len) {
         if (!v->live_phrase_rules) {
             /* every phrase rule of the view has fired for good: nothing here can fire any more;
@@ -363,32 +402,55 @@ HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, vie
             return;
         }
         if (!v->in_gap) {
-            const cc_automaton *a = vp->live_ac[0];
-            const uint32_t *pages = a->pages;
-            const uint16_t *pcls = a->page_cls;
-            const uint32_t sb = a->special_base;
-            uint16_t *rlo = ring ? vc->ring.lo : NULL;
-            uint8_t *rhi = ring ? vc->ring.hi : NULL;
-            uint32_t rpos = ring ? vc->ring.pos : 0;
-            const uint32_t rcap = ring ? vc->ring.cap : 0;
-            uint32_t s = v->state[0];
-            for (; i < len; i++) {
-                uint32_t cp = load_cp(data, kind, i);
-                uint32_t c = kind == 4 ? cc_automaton_class(a, cp)
-                                       : pcls[pages[cp >> 8] + (cp & 0xFF)];
-                uint32_t t = cc_automaton_next(a, s, c);
-                if (cc_automaton_is_match(t) | (c >= sb)) break;
-                s = t;
-                if (ring) rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, wide);
-            }
-            v->state[0] = s;
-            if (ring) vc->ring.pos = rpos;
+            i = phrases_fast(vp->live_ac[0], v, vc, data, i, len, kind, ring, wide);
             if (i == len) return;
         }
         uint32_t cp = load_cp(data, kind, i);
         if (ring) cc_ring_put(&vc->ring, cp);
         ph_event(w, vp, v, cp, end - len + i + 1, (uint64_t)i + 1);
         i++;
+    }
+}
+
+/* phrases_rest specialised per (kind, ring, wide), each its own out-of-line function */
+#define DEFINE_PHRASES_REST(K, R, W)                                                           \
+    NOINLINE void phrases_rest_##K##R##W(cc_watcher *w, const viewplan *vp, view *v, view *vc, \
+                                         const void *data, size_t len, size_t i) {             \
+        phrases_rest(w, vp, v, vc, data, len, i, K, R, W);                                     \
+    }
+DEFINE_PHRASES_REST(1, 0, 0)
+DEFINE_PHRASES_REST(2, 0, 0)
+DEFINE_PHRASES_REST(4, 0, 0)
+DEFINE_PHRASES_REST(1, 1, 0)
+DEFINE_PHRASES_REST(2, 1, 0)
+DEFINE_PHRASES_REST(1, 1, 1)
+DEFINE_PHRASES_REST(2, 1, 1)
+DEFINE_PHRASES_REST(4, 1, 1)
+#undef DEFINE_PHRASES_REST
+
+HOT_INLINE void run_phrases_ring(cc_watcher *w, const viewplan *vp, view *v, view *vc,
+                                 const void *data, size_t len, const int kind, const int ring,
+                                 const int wide) {
+    v->chars += len;
+    if (ring) vc->chars += len;
+    size_t i = 0;
+    if (LIKELY(v->live_phrase_rules && !v->in_gap)) {
+        i = phrases_fast(vp->live_ac[0], v, vc, data, 0, len, kind, ring, wide);
+        if (LIKELY(i == len)) return;
+    }
+    /* constants in every specialisation: one call remains */
+    if (!ring) {
+        if (kind == 1) phrases_rest_100(w, vp, v, vc, data, len, i);
+        else if (kind == 2) phrases_rest_200(w, vp, v, vc, data, len, i);
+        else phrases_rest_400(w, vp, v, vc, data, len, i);
+    } else if (kind == 4) {
+        phrases_rest_411(w, vp, v, vc, data, len, i);
+    } else if (kind == 1) {
+        if (wide) phrases_rest_111(w, vp, v, vc, data, len, i);
+        else phrases_rest_110(w, vp, v, vc, data, len, i);
+    } else {
+        if (wide) phrases_rest_211(w, vp, v, vc, data, len, i);
+        else phrases_rest_210(w, vp, v, vc, data, len, i);
     }
 }
 

@@ -46,6 +46,7 @@ def automaton_limits(dense_bytes: int | None = None,
 
 
 ROOT_ONLY = 1  # a dense budget smaller than one row: only the root gets one
+ALL_DENSE = 1 << 22  # as many dense rows as 16-bit entries allow (small alphabets: every state)
 
 # Alphabets for random phrase sets: few letters (deep shared prefixes, many overlaps), case for
 # ignore_case, CJK, an emoji and a lone surrogate, and the suppress_quoted specials.
@@ -98,7 +99,8 @@ def run(module: object, rules: list[Phrases], events: list[tuple[str, str]]) -> 
 
 
 @SETTINGS
-@given(ps=phrase_sets(), data=st.data(), dense=st.sampled_from((None, ROOT_ONLY, 4096)))
+@given(ps=phrase_sets(), data=st.data(),
+       dense=st.sampled_from((None, ROOT_ONLY, 4096, ALL_DENSE)))
 def test_large_phrase_sets_native_equals_reference(ps, data, dense):
     alphabet, phrases = ps
     rules = split_rules(phrases, data)
@@ -143,6 +145,29 @@ def test_dense_budget_changes_layout_not_results():
     assert results[0] == results[1] == results[2]
     assert len(results[0]) > 1000
     assert sizes[0] < sizes[1] < sizes[2]
+
+
+@pytest.mark.parametrize("alphabet", ["ab", 'a"“\n '])
+def test_dense_rows_beyond_16_bit_entries(alphabet):
+    """Dense rows hold 16-bit entries: a dense state without outputs names itself, anything else
+    (a sparse state, a state with outputs, the target of a quote mark or line end) goes through
+    the exit table, and the dense states and exits together stay within 65 536. A set of far
+    more states than that over a tiny alphabet, with a budget for every row, gives what the
+    all-sparse layout gives, and the reference."""
+    rng = random.Random(11)
+    phrases = list(dict.fromkeys("".join(rng.choices(alphabet, k=rng.randint(6, 16)))
+                                 for _ in range(12_000)))
+    rules = [Phrases("p", phrases[::2], once=False),
+             Phrases("q", phrases[1::2], once=False, suppress_quoted=len(alphabet) > 2)]
+    text = text_for(alphabet, phrases, rng, 6000)
+    events = [("text", d) for d in pieces(text, rng)]
+    results = []
+    for dense in (ALL_DENSE, ROOT_ONLY):
+        with automaton_limits(dense_bytes=dense):
+            results.append(run(cc, rules, events))
+    assert results[0] == results[1]
+    assert len(results[0]) > 300
+    assert results[0] == run(ref, rules, events)
 
 
 def test_memory_follows_the_phrases_not_the_alphabet():
