@@ -690,7 +690,7 @@ def _chunk_ops(parser: _Parser, line: _Line, n: int, ops: list[Any]) -> bool:
             elif content and not (isinstance(reasoning, str) and reasoning):
                 text, channel = content, "text"
             else:
-                text = channel = None
+                text, channel = "", None
             if channel is not None and last[2] is channel:  # one more delta of the last run
                 del open_streams[stream]
                 open_streams[stream] = None
@@ -985,9 +985,9 @@ def _block_events(data: bytes, n: int, ops: list[Any], parser: _Parser,
         if items is not None and len(items) != lines:
             items = None
     if items is None:
-        raw_lines = data.split(b"\n")
+        split_lines = data.split(b"\n")
         for j in range(lines):
-            if not take(raw_lines[j] + b"\n" if j < count else raw_lines[j], n + j + 1):
+            if not take(split_lines[j] + b"\n" if j < count else split_lines[j], n + j + 1):
                 return False
         return True
     unset = msgspec.UNSET
