@@ -197,6 +197,18 @@ int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t c
     return 1;
 }
 
+int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                              const cc_rule_spec *r, eng_finding *f) {
+    cc_segrep_params p = {r->window, r->top, r->min_count, r->min_letters};
+    uint32_t covered, n;
+    int found = cc_segment_repeat(s, ring, chars, &p, &covered, f->cps, &n);
+    if (found <= 0) return found;
+    f->count = covered;
+    f->total = r->window;
+    f->ncps = n;
+    return 1;
+}
+
 int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                               const cc_rule_spec *r, eng_finding *f) {
     uint32_t distinct, n;
@@ -295,16 +307,18 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
         break;
     }
     case CC_K_BLOCK_REPEAT:
+    case CC_K_SEGMENT_REPEAT:
     case CC_K_VOCAB_COLLAPSE: {
         /* checked only when the view's scanner kept a segment (word) since the rule's previous
          * check: the serial it saw is in w->seen */
         cc_segscan *s = eng_view_seg(w, (int)(v - w->v));
         if (!s) return;
-        uint64_t serial = r->kind == CC_K_BLOCK_REPEAT ? s->seg_serial : s->word_serial;
+        uint64_t serial = r->kind == CC_K_VOCAB_COLLAPSE ? s->word_serial : s->seg_serial;
         if (w->seen[ri] == serial) return;
         w->seen[ri] = serial;
-        found = r->kind == CC_K_BLOCK_REPEAT
-                    ? eng_detect_block_repeat(s, &v->ring, v->chars, r, &f)
+        found = r->kind == CC_K_BLOCK_REPEAT ? eng_detect_block_repeat(s, &v->ring, v->chars, r, &f)
+                : r->kind == CC_K_SEGMENT_REPEAT
+                    ? eng_detect_segment_repeat(s, &v->ring, v->chars, r, &f)
                     : eng_detect_vocab_collapse(s, &v->ring, v->chars, r, &f);
         break;
     }

@@ -63,6 +63,7 @@ enum {
     CC_K_TAIL_REPEAT,
     CC_K_BLOCK_REPEAT,
     CC_K_VOCAB_COLLAPSE,
+    CC_K_SEGMENT_REPEAT,
     CC_K_END /* one past the last kind */
 };
 
@@ -114,6 +115,8 @@ typedef struct cc_rule_spec {
     /* CC_K_VOCAB_COLLAPSE */
     uint32_t words;           /* [2, CC_MAX_VOCAB_WORDS] */
     uint32_t max_distinct;    /* [1, words - 1] */
+    /* CC_K_SEGMENT_REPEAT (also top, min_count, min_letters above) */
+    uint32_t window;          /* segments, [1, CC_MAX_BLOCK_SEGMENTS] */
 } cc_rule_spec;
 
 /* One phrase of a CC_K_PHRASES rule. */
@@ -155,6 +158,7 @@ typedef struct cc_watcher cc_watcher;
  *   TAIL_REPEAT      text = the unit (first CC_EVIDENCE_CHARS code points), period, repeats
  *   BLOCK_REPEAT     text = the unit's first segment, period (segments), repeats, total
  *   VOCAB_COLLAPSE   text = the quote from a word start, count (distinct words), total (words)
+ *   SEGMENT_REPEAT   text = the newest segment of the top skeleton, count (covered), total
  * Texts are UTF-8 (lone surrogates as 3 bytes) and not NUL-terminated. */
 typedef struct cc_hit {
     uint32_t rule;        /* rule index */

@@ -248,7 +248,8 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
             } else {
                 s->in_digits = 0;
                 s->hs = h32(s->hs, fold(cp));
-                if (cls & C_WORD) s->letters++;
+                /* a character from U+3040 up (kana, CJK, Hangul) counts as two letters */
+                if (cls & C_WORD) s->letters += 1u + (cp >= CC_ALL_WORD_FROM);
             }
         } else {
             if (s->started) {
@@ -320,7 +321,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->line_started = 1;
                 t->line_gap = 0;
             }
-            uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run;
+            uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run, wide = 0;
             /* up to the end of the ring's storage or of the characters to scan */
             uint64_t left = n - k;
             const uint32_t stop = cap - i < left ? cap : (uint32_t)(i + left);
@@ -331,6 +332,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 for (;;) {
                     uint32_t f = c;
                     if (c < 0x80) f = ascii_letter_fold[c];
+                    else wide += c >= CC_ALL_WORD_FROM;
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
@@ -343,6 +345,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 for (;;) {
                     uint32_t f = c;
                     if (c < 0x80) f = ascii_letter_fold[c];
+                    else wide += c >= CC_ALL_WORD_FROM;
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
@@ -361,7 +364,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->hs = hs;
                 t->raw += run;
                 t->tail_gap += run;
-                t->letters += run;
+                t->letters += run + wide;
                 t->in_digits = 0;
                 t->prev_end = 0;
             }
@@ -504,5 +507,82 @@ int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, 
         for (uint32_t t = 0; t < n; t++) line[t] = cc_ring_back(ring, (uint32_t)(back - 1 - t));
         *line_chars = n;
     }
+    return 1;
+}
+
+int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                      const cc_segrep_params *p, uint32_t *covered, uint32_t *line,
+                      uint32_t *line_chars) {
+    const uint32_t w = p->window;
+    if (s->sn < w) return 0;
+    /* a quick bound first: the segments per key byte (newest first in fps). The `top` most
+     * frequent skeletons cover at most top x the largest byte's count; on text that does not
+     * repeat this ends the check after one pass over `window` bytes */
+    const uint8_t *fp = s->fps + s->fpos;
+    uint16_t hist[256];
+    memset(hist, 0, sizeof hist);
+    uint32_t most = 0;
+    for (uint32_t k = 0; k < w; k++) {
+        if (s->sletters[sidx(s, k)] < p->min_letters) continue;
+        uint32_t c = ++hist[fp[k]];
+        if (c > most) most = c;
+    }
+    if ((uint64_t)most * p->top < p->min_count) return 0;
+    /* the exact count: distinct skeletons, newest first (so a group's first index is its most
+     * recent occurrence) */
+    uint32_t stack_keys[256], stack_counts[256], stack_first[256];
+    uint32_t *keys = stack_keys, *counts = stack_counts, *first = stack_first;
+    if (w > 256) {
+        keys = malloc(3 * (size_t)w * sizeof *keys);
+        if (!keys) return -1;
+        counts = keys + w;
+        first = counts + w;
+    }
+    uint32_t nd = 0;
+    for (uint32_t k = 0; k < w; k++) {
+        uint32_t i = sidx(s, k);
+        if (s->sletters[i] < p->min_letters) continue;
+        uint32_t h = s->sskel[i], j;
+        for (j = 0; j < nd; j++)
+            if (keys[j] == h) break;
+        if (j == nd) {
+            keys[nd] = h;
+            counts[nd] = 0;
+            first[nd] = k;
+            nd++;
+        }
+        counts[j]++;
+    }
+    /* the `top` largest counts; ties: the most recent occurrence (groups are in that order) */
+    uint64_t sum = 0;
+    uint32_t best_first = 0;
+    for (uint32_t t = 0; t < p->top && t < nd; t++) {
+        uint32_t b = t;
+        for (uint32_t j = t + 1; j < nd; j++)
+            if (counts[j] > counts[b] || (counts[j] == counts[b] && first[j] < first[b])) b = j;
+        uint32_t ck = counts[b], ch = keys[b], cf = first[b];
+        /* move the chosen group to position t, keeping the rest in recency order */
+        for (uint32_t j = b; j > t; j--) {
+            counts[j] = counts[j - 1];
+            keys[j] = keys[j - 1];
+            first[j] = first[j - 1];
+        }
+        counts[t] = ck;
+        keys[t] = ch;
+        first[t] = cf;
+        if (t == 0) best_first = cf;
+        sum += ck;
+    }
+    if (keys != stack_keys) free(keys);
+    if (sum < p->min_count) return 0;
+    *covered = (uint32_t)sum;
+    *line_chars = 0;
+    /* the quote: the newest segment of the most frequent skeleton, from its start */
+    uint64_t back = s->tail_gap;
+    for (uint32_t k = 0; k < best_first; k++) back += s->sgap[sidx(s, k)];
+    uint32_t raw = s->sraw[sidx(s, best_first)];
+    back += raw;
+    if (back <= CC_QUOTE_CHARS && back <= chars)
+        *line_chars = quote_stripped(ring, (uint32_t)back, raw, line);
     return 1;
 }

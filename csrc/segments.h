@@ -77,6 +77,18 @@ typedef struct cc_block_result {
 int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                     const cc_block_params *p, cc_block_result *res);
 
+typedef struct cc_segrep_params {
+    uint32_t window, top, min_count, min_letters;
+} cc_segrep_params;
+
+/* SegmentRepeat over the last `window` kept segments: 1 when the `top` most frequent skeletons
+ * (of segments with at least min_letters letters) cover at least min_count of them; `covered`,
+ * and the quote of the newest segment of the most frequent skeleton in line/line_chars. -1 when
+ * out of memory. */
+int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                      const cc_segrep_params *p, uint32_t *covered, uint32_t *line,
+                      uint32_t *line_chars);
+
 /* VocabCollapse: 1 and the number of distinct words among the last `nwords` when at most
  * max_distinct; the quote (from the eighth-to-last word's start) in line/line_chars. */
 int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, uint32_t nwords,

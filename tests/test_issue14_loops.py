@@ -138,3 +138,91 @@ def test_bad_parameter_types_name_the_field() -> None:
         cc.BlockRepeat("b", near=1)  # type: ignore[arg-type]
     with pytest.raises(RuleTypeError, match="words"):
         cc.VocabCollapse("v", words="80")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- SegmentRepeat
+
+def test_a_line_whose_changing_part_is_a_word_is_stopped(engine: ModuleType) -> None:
+    # the real shape: a counter and a word that flips between two values, in no fixed order
+    flips = "has had had has has had has had had had has has had has".split()
+    text = PROSE + "".join(f"- Item {k + 3}: Pia {w} the value {k * 7}\n"
+                           for k, w in enumerate(flips))
+    found = _aborts(_run(engine, text))
+    assert found and found[0].kind == "segment-repeat"
+    assert found[0].line.startswith("- Item ")
+    assert found[0].offset < len(text)
+
+
+def test_numbered_short_chinese_names_cycling_are_stopped(engine: ModuleType) -> None:
+    # from a real reply of SmolLM2: five names cycling with a counter, 3.8 ideographs a line
+    names = ["移访", "杨杉万军", "北京韩苏博士", "宁苏卜榆", "千美容"]
+    text = "以下是名单：\n" + "".join(f"{k + 13}. {names[k % 5]}\n" for k in range(40))
+    found = _aborts(_run(engine, text))
+    assert found and found[0].kind == "segment-repeat"
+    assert found[0].offset < len(text) - 100
+
+
+def test_a_near_variant_recurring_between_other_lines_gets_a_reminder(engine: ModuleType) -> None:
+    others = [f"The {w} module was read and nothing else changed there.\n"
+              for w in "parser lexer cache store index router queue pool driver shell".split()]
+    text = PROSE + "".join(f"Retrying the build with the same flags (attempt {k + 2}).\n"
+                           + others[k % len(others)] + others[(k * 3 + 1) % len(others)]
+                           for k in range(14))
+    found = [d for d in _run(engine, text) if d.rule == "near-recurring"]
+    assert found and found[0].action == "remind" and found[0].count >= 10
+
+
+@pytest.mark.parametrize("rows", [
+    # a table whose rows change only their numbers, three letters a row
+    "".join(f"| row {i} | {i * 7 % 13} |\n" for i in range(60)),
+    # a schedule of weekdays: three letters a line never counts
+    "".join(f"| {d} | 9:{i % 6}0 | 17:00 |\n" for i in range(8)
+            for d in ("Mon", "Tue", "Wed", "Thu", "Fri")),
+    # test asserts: one word changes each line, always to a new one
+    "".join(f'    assert is_valid("{w}_{v}")\n' for w in ("alpha", "beta", "gamma", "delta")
+            for v in ("one", "two", "three", "four", "five", "six", "seven", "eight")),
+])
+def test_near_variants_of_distinct_items_are_not_aborted(engine: ModuleType, rows: str) -> None:
+    assert _aborts(_run(engine, "Data:\n\n" + rows)) == []
+
+
+def test_segment_repeat_evidence_and_its_sentences() -> None:
+    rule = cc.SegmentRepeat("s", window=6, top=2, min_count=6)
+    text = "".join(f"Checking {'left' if k % 3 else 'right'} side {k}.\n" for k in range(12))
+    nat = cc.Ruleset([rule]).replay(text)
+    ref = reference.Ruleset([rule]).replay(text)
+    assert nat == ref and len(nat) == 1
+    d = nat[0]
+    assert (d.kind, d.count, d.total) == ("segment-repeat", 6, 6)
+    assert d.line.startswith("Checking ")
+    from contextcare.notices import reminder_text
+    assert "Checking" in reminder_text(d, language="en")
+    assert "Checking" in reminder_text(d, language="zh")
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"window": 0}, "window"),
+    ({"window": 5000}, "window"),
+    ({"top": 0}, "top"),
+    ({"window": 8, "min_count": 9}, "min_count"),
+    ({"min_count": 0}, "min_count"),
+    ({"min_letters": -1}, "min_letters"),
+    ({"every_bytes": 5000}, "every_bytes"),
+])
+def test_segment_repeat_bad_parameters_name_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(RuleValueError, match=field):
+        cc.SegmentRepeat("s", **kwargs)
+
+
+def test_segment_repeat_bad_types_name_the_field() -> None:
+    with pytest.raises(RuleTypeError, match="window"):
+        cc.SegmentRepeat("s", window="16")  # type: ignore[arg-type]
+    with pytest.raises(RuleTypeError, match="top"):
+        cc.SegmentRepeat("s", top=1.5)  # type: ignore[arg-type]
+
+
+def test_segment_repeat_from_toml() -> None:
+    from contextcare.tomlrules import load_rules
+    rules = load_rules('[[rules]]\ntype = "SegmentRepeat"\nid = "n"\nwindow = 8\ntop = 1\n'
+                       'min_count = 6\n')
+    assert rules == [cc.SegmentRepeat("n", window=8, top=1, min_count=6)]

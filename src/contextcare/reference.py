@@ -36,6 +36,7 @@ from .rules import (
     FINISHED_MESSAGE,
     QUOTE_CHARS,
     BlockRepeat,
+    SegmentRepeat,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -118,8 +119,10 @@ def _skeleton(stripped: str) -> str:
 
 
 def _letters(stripped: str) -> int:
-    """Word characters other than ASCII digits."""
-    return sum(1 for c in stripped if _is_word_char(c) and not "0" <= c <= "9")
+    """Word characters other than ASCII digits; one from U+3040 up (kana, CJK, Hangul) counts
+    as two."""
+    return sum(2 if c >= "\u3040" else 1
+               for c in stripped if _is_word_char(c) and not "0" <= c <= "9")
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,13 @@ class _ViewPlan:
     words: int = 0      # words kept for VocabCollapse (0: the view does not cut words)
 
 
+def _segments_kept(rule: Rule) -> int:
+    """Segments a view keeps for one of its segment rules."""
+    if isinstance(rule, SegmentRepeat):
+        return rule.window
+    return rule.max_period * rule.min_repeats  # type: ignore[attr-defined]
+
+
 def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
     exact: dict[str, list[_PhraseEntry]] = {}
     folded: dict[str, list[_PhraseEntry]] = {}
@@ -177,7 +187,7 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
             if reads == "tail":
                 recent = max(recent, rule.window_chars)  # type: ignore[attr-defined]
             elif reads == "segments":
-                segments = max(segments, rule.max_period * rule.min_repeats)  # type: ignore[attr-defined]
+                segments = max(segments, _segments_kept(rule))
             elif reads == "words":
                 words = max(words, rule.words)  # type: ignore[attr-defined]
             continue
@@ -944,6 +954,30 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
     return None
 
 
+def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | None:
+    segs = list(view.segments)
+    if len(segs) < rule.window:
+        return None
+    last = segs[len(segs) - rule.window:]
+    counts: dict[str, int] = {}
+    newest: dict[str, int] = {}          # skeleton -> its newest index (0 = newest segment)
+    for k, seg in enumerate(reversed(last)):
+        if seg.letters < rule.min_letters:
+            continue
+        counts[seg.skeleton] = counts.get(seg.skeleton, 0) + 1
+        newest.setdefault(seg.skeleton, k)
+    ranked = sorted(counts, key=lambda sk: (-counts[sk], newest[sk]))
+    covered = sum(counts[sk] for sk in ranked[:rule.top])
+    if covered < rule.min_count:
+        return None
+    k = newest[ranked[0]]
+    rev = list(reversed(last))
+    back = view.tail_gap + sum(s.gap for s in rev[:k]) + rev[k].raw
+    text = _quote(view, back)
+    line = text[:rev[k].raw].strip()[:EVIDENCE_LINE_CHARS] if text is not None else ""
+    return {"line": line, "count": covered, "total": rule.window}
+
+
 def _vocab_collapse(rule: VocabCollapse, view: _ViewState) -> dict[str, Any] | None:
     if len(view.words) < rule.words:
         return None
@@ -968,4 +1002,5 @@ _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] =
     "tail-repeat": (_tail_repeat, "tail"),
     "block-repeat": (_block_repeat, "segments"),
     "vocab-collapse": (_vocab_collapse, "words"),
+    "segment-repeat": (_segment_repeat, "segments"),
 }
