@@ -519,6 +519,18 @@ def legit_lyrics(rng: random.Random) -> str:
     return "\n".join(out)
 
 
+def legit_schedule(rng: random.Random) -> str:
+    """A timetable: the weekdays cycling with their hours, four to eight weeks."""
+    days = rng.choice([("Monday", "Tuesday", "Wednesday", "Thursday", "Friday"),
+                       ("星期一", "星期二", "星期三", "星期四", "星期五")])
+    out = ["| week | day | start | end |", "|---|---|---|---|"]
+    for week in range(1, rng.randint(4, 8) + 1):
+        for d in days:
+            out.append(f"| {week} | {d} | {rng.randint(7, 10)}:{rng.choice(['00', '30'])} | "
+                       f"{rng.randint(15, 19)}:00 |")
+    return "Here is the plan:\n\n" + "\n".join(out) + "\n"
+
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -543,6 +555,7 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "config-table": legit_config_table,
     "diff": legit_diff,
     "lyrics": legit_lyrics,
+    "schedule": legit_schedule,
 }
 
 

@@ -198,10 +198,12 @@ int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t c
 }
 
 int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
-                              const cc_rule_spec *r, eng_finding *f) {
+                              const cc_rule_spec *r, eng_finding *f, uint64_t *seen) {
     cc_segrep_params p = {r->window, r->top, r->min_count, r->min_letters};
-    uint32_t covered, n;
-    int found = cc_segment_repeat(s, ring, chars, &p, &covered, f->cps, &n);
+    uint32_t covered, n, need = 1;
+    int found = cc_segment_repeat(s, ring, chars, &p, &covered, f->cps, &n, &need);
+    /* no hit before `need` more segments: the checks until then are skipped */
+    if (!found) *seen += need - 1;
     if (found <= 0) return found;
     f->count = covered;
     f->total = r->window;
@@ -314,11 +316,13 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
         cc_segscan *s = eng_view_seg(w, (int)(v - w->v));
         if (!s) return;
         uint64_t serial = r->kind == CC_K_VOCAB_COLLAPSE ? s->word_serial : s->seg_serial;
-        if (w->seen[ri] == serial) return;
+        /* (SegmentRepeat may ask to wait for more segments: a hit needs them) */
+        if (r->kind == CC_K_SEGMENT_REPEAT ? serial <= w->seen[ri] : w->seen[ri] == serial)
+            return;
         w->seen[ri] = serial;
         found = r->kind == CC_K_BLOCK_REPEAT ? eng_detect_block_repeat(s, &v->ring, v->chars, r, &f)
                 : r->kind == CC_K_SEGMENT_REPEAT
-                    ? eng_detect_segment_repeat(s, &v->ring, v->chars, r, &f)
+                    ? eng_detect_segment_repeat(s, &v->ring, v->chars, r, &f, &w->seen[ri])
                     : eng_detect_vocab_collapse(s, &v->ring, v->chars, r, &f);
         break;
     }

@@ -25,7 +25,7 @@ static inline int fence_tag(uint32_t cp) {
 
 static void seg_reset(cc_segscan *s) {
     s->he_all = s->he_commit = s->hs = H32_OFFSET;
-    s->raw = s->letters = s->digits = 0;
+    s->raw = s->letters = s->digits = s->wide = 0;
     s->started = s->in_digits = s->pend_space = s->prev_end = s->prev_digit = 0;
 }
 
@@ -46,9 +46,11 @@ cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences) {
         s->sgap = malloc(scap * sizeof *s->sgap);
         s->sraw = malloc(scap * sizeof *s->sraw);
         s->sletters = malloc(scap * sizeof *s->sletters);
+        s->swide = malloc(scap);
         s->fpe = malloc(2 * (size_t)scap);
         s->fps = malloc(2 * (size_t)scap);
-        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters || !s->fpe || !s->fps)
+        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters || !s->swide ||
+            !s->fpe || !s->fps)
             goto oom;
     }
     if (wcap) {
@@ -70,6 +72,7 @@ void cc_segscan_free(cc_segscan *s) {
     free(s->sgap);
     free(s->sraw);
     free(s->sletters);
+    free(s->swide);
     free(s->fpe);
     free(s->fps);
     free(s->words);
@@ -92,11 +95,12 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     c->sgap = dup(s->sgap, s->scap * sizeof *s->sgap);
     c->sraw = dup(s->sraw, s->scap * sizeof *s->sraw);
     c->sletters = dup(s->sletters, s->scap * sizeof *s->sletters);
+    c->swide = dup(s->swide, s->scap);
     c->fpe = dup(s->fpe, 2 * (size_t)s->scap);
     c->fps = dup(s->fps, 2 * (size_t)s->scap);
     c->words = dup(s->words, s->wcap * sizeof *s->words);
     if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters ||
-                     !c->fpe || !c->fps)) ||
+                     !c->swide || !c->fpe || !c->fps)) ||
         (s->wcap && !c->words)) {
         cc_segscan_free(c);
         return NULL;
@@ -106,7 +110,7 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
 
 size_t cc_segscan_memory(const cc_segscan *s) {
     if (!s) return 0;
-    return sizeof *s + (size_t)s->scap * 18 + (size_t)s->wcap * 4;
+    return sizeof *s + (size_t)s->scap * 19 + (size_t)s->wcap * 4;
 }
 
 static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24)); }
@@ -120,6 +124,7 @@ static void end_segment(cc_segscan *s) {
         s->sgap[i] = sat16(s->tail_gap);
         s->sraw[i] = sat16(s->raw);
         s->sletters[i] = sat16(s->letters);
+        s->swide[i] = (uint8_t)(s->wide > 255u ? 255u : s->wide);
         s->spos = i + 1 == s->scap ? 0 : i + 1;
         uint32_t f = s->fpos ? s->fpos - 1 : s->scap - 1;
         s->fpe[f] = s->fpe[f + s->scap] = fingerprint(s->he_commit);
@@ -248,8 +253,10 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
             } else {
                 s->in_digits = 0;
                 s->hs = h32(s->hs, fold(cp));
-                /* a character from U+3040 up (kana, CJK, Hangul) counts as two letters */
-                if (cls & C_WORD) s->letters += 1u + (cp >= CC_ALL_WORD_FROM);
+                if (cls & C_WORD) {
+                    s->letters++;
+                    s->wide += cp >= CC_ALL_WORD_FROM;
+                }
             }
         } else {
             if (s->started) {
@@ -321,37 +328,57 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->line_started = 1;
                 t->line_gap = 0;
             }
-            uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run, wide = 0;
+            /* characters from U+3040 up (`wide`) are counted where the stop test already
+             * compares against that bound (nothing more per ASCII letter) */
+            uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run, wide = cp >= CC_ALL_WORD_FROM;
             /* up to the end of the ring's storage or of the characters to scan */
             uint64_t left = n - k;
             const uint32_t stop = cap - i < left ? cap : (uint32_t)(i + left);
             uint32_t j = i;
             if (!hi) {
                 /* the first character is a plain word character (tested above) */
-                uint32_t c = cp;
+                uint32_t c = cp, f = c < 0x80 ? ascii_letter_fold[c] : c;
                 for (;;) {
-                    uint32_t f = c;
-                    if (c < 0x80) f = ascii_letter_fold[c];
-                    else wide += c >= CC_ALL_WORD_FROM;
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
                     if (++j == stop) break;
                     c = lo[j];
-                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
+                    /* the stop test yields the folded character (ASCII: one table load) */
+                    if (c < 0x80) {
+                        f = ascii_letter_fold[c];
+                        if (!f) break;
+                    } else {
+                        if (c >= CC_ALL_WORD_FROM) {
+                            if (c >= 0xFF01 && cjk_end(c)) break;
+                            wide++;
+                        } else if (char_class(c) != C_WORD) {
+                            break;
+                        }
+                        f = c;
+                    }
                 }
             } else {
-                uint32_t c = cp;
+                uint32_t c = cp, f = c < 0x80 ? ascii_letter_fold[c] : c;
                 for (;;) {
-                    uint32_t f = c;
-                    if (c < 0x80) f = ascii_letter_fold[c];
-                    else wide += c >= CC_ALL_WORD_FROM;
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
                     if (++j == stop) break;
                     c = (uint32_t)lo[j] | ((uint32_t)hi[j] << 16);
-                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
+                    /* the stop test yields the folded character (ASCII: one table load) */
+                    if (c < 0x80) {
+                        f = ascii_letter_fold[c];
+                        if (!f) break;
+                    } else {
+                        if (c >= CC_ALL_WORD_FROM) {
+                            if (c >= 0xFF01 && cjk_end(c)) break;
+                            wide++;
+                        } else if (char_class(c) != C_WORD) {
+                            break;
+                        }
+                        f = c;
+                    }
                 }
             }
             run = j - i;
@@ -364,7 +391,8 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->hs = hs;
                 t->raw += run;
                 t->tail_gap += run;
-                t->letters += run + wide;
+                t->letters += run;
+                t->wide += wide;
                 t->in_digits = 0;
                 t->prev_end = 0;
             }
@@ -512,24 +540,39 @@ int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, 
 
 int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                       const cc_segrep_params *p, uint32_t *covered, uint32_t *line,
-                      uint32_t *line_chars) {
-    const uint32_t w = p->window;
-    if (s->sn < w) return 0;
-    /* a quick bound first: the segments per key byte (newest first in fps). The `top` most
-     * frequent skeletons cover at most top x the largest byte's count; on text that does not
-     * repeat this ends the check after one pass over `window` bytes */
-    const uint8_t *fp = s->fps + s->fpos;
-    uint16_t hist[256];
-    memset(hist, 0, sizeof hist);
-    uint32_t most = 0;
-    for (uint32_t k = 0; k < w; k++) {
-        if (s->sletters[sidx(s, k)] < p->min_letters) continue;
-        uint32_t c = ++hist[fp[k]];
-        if (c > most) most = c;
+                      uint32_t *line_chars, uint32_t *need) {
+    const uint32_t w = p->window, top = p->top;
+    *need = 1;
+    if (s->sn < w) {
+        *need = w - s->sn;
+        return 0;
     }
-    if ((uint64_t)most * p->top < p->min_count) return 0;
+    /* segments that may stay uncovered */
+    const uint32_t slack = w - p->min_count;
+    if (slack > 2 * top) {
+        /* many may: a quick bound first, from one key byte per segment (newest first in fps).
+         * The top skeletons cover at most top x the largest byte's count; on text that does
+         * not repeat this ends the check after two passes over `window` bytes */
+        const uint8_t *fp = s->fps + s->fpos;
+        uint8_t hist[256];
+        uint32_t most = 0;
+        for (uint32_t k = 0; k < w; k++) hist[fp[k]] = 0;
+        for (uint32_t k = 0; k < w; k++) {
+                uint32_t i = sidx(s, k);
+            if ((uint32_t)s->sletters[i] + s->swide[i] < p->min_letters) continue;
+            uint32_t c = ++hist[fp[k]];
+            if (c > most) most = c;
+            if (c == 255) break; /* (most >= 255: no bound from here) */
+        }
+        if (most < 255 && (uint64_t)most * top < p->min_count) {
+            /* each new segment raises the largest count by one at most */
+            *need = (p->min_count + top - 1) / top - most;
+            return 0;
+        }
+    }
     /* the exact count: distinct skeletons, newest first (so a group's first index is its most
-     * recent occurrence) */
+     * recent occurrence), stopping as soon as more than `slack` segments must stay uncovered:
+     * those with too few letters, and at least one per group beyond the first `top` */
     uint32_t stack_keys[256], stack_counts[256], stack_first[256];
     uint32_t *keys = stack_keys, *counts = stack_counts, *first = stack_first;
     if (w > 256) {
@@ -538,14 +581,29 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         counts = keys + w;
         first = counts + w;
     }
-    uint32_t nd = 0;
+    uint32_t nd = 0, excluded = 0;
+    int possible = 1;
     for (uint32_t k = 0; k < w; k++) {
         uint32_t i = sidx(s, k);
-        if (s->sletters[i] < p->min_letters) continue;
+        if ((uint32_t)s->sletters[i] + s->swide[i] < p->min_letters) {
+            if (++excluded > slack) {
+                /* the newest k + 1 segments already leave too many uncovered, and they stay in
+                 * the window for the next w - k - 1 segments */
+                possible = 0;
+                *need = w - k;
+                break;
+            }
+            continue;
+        }
         uint32_t h = s->sskel[i], j;
         for (j = 0; j < nd; j++)
             if (keys[j] == h) break;
         if (j == nd) {
+            if (nd + 1 > top && nd + 1 - top + excluded > slack) {
+                possible = 0;
+                *need = w - k;
+                break;
+            }
             keys[nd] = h;
             counts[nd] = 0;
             first[nd] = k;
@@ -556,7 +614,7 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
     /* the `top` largest counts; ties: the most recent occurrence (groups are in that order) */
     uint64_t sum = 0;
     uint32_t best_first = 0;
-    for (uint32_t t = 0; t < p->top && t < nd; t++) {
+    for (uint32_t t = 0; possible && t < top && t < nd; t++) {
         uint32_t b = t;
         for (uint32_t j = t + 1; j < nd; j++)
             if (counts[j] > counts[b] || (counts[j] == counts[b] && first[j] < first[b])) b = j;
@@ -574,7 +632,12 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         sum += ck;
     }
     if (keys != stack_keys) free(keys);
-    if (sum < p->min_count) return 0;
+    if (!possible) return 0;
+    if (sum < p->min_count) {
+        /* each new segment raises the covered count by one at most */
+        *need = p->min_count - (uint32_t)sum;
+        return 0;
+    }
     *covered = (uint32_t)sum;
     *line_chars = 0;
     /* the quote: the newest segment of the most frequent skeleton, from its start */

@@ -62,8 +62,11 @@ def test_near_variants_with_a_counter_are_stopped(engine: ModuleType) -> None:
     # (ten lines that differ only in a number are a loop to the defaults, unrolled code too)
     text = PROSE + "".join(f"{k}. Ilan\n" for k in range(12, 101))
     found = _run(engine, text)
-    assert any(d.rule == "near-repeat" for d in found)   # the reminder comes first
-    assert _aborts(found)[0].rule == "near-repeat-long"
+    first = _aborts(found)[0]
+    # twelve copies of one skeleton: SegmentRepeat's near-lines stops it before BlockRepeat's
+    # near-repeat-long (ten copies over 600 characters) would
+    assert first.rule == "near-lines" and first.line.endswith(". Ilan")
+    assert first.offset < len(PROSE) + 12 * len("12. Ilan\n") + 256
     classes = "".join(f"class MyClass{k}:\n    def get(self):\n        return {k}\n\n"
                       for k in range(2, 40))
     found = _aborts(_run(engine, PROSE + "```python\n" + classes))
@@ -156,10 +159,10 @@ def test_a_line_whose_changing_part_is_a_word_is_stopped(engine: ModuleType) -> 
 def test_numbered_short_chinese_names_cycling_are_stopped(engine: ModuleType) -> None:
     # from a real reply of SmolLM2: five names cycling with a counter, 3.8 ideographs a line
     names = ["移访", "杨杉万军", "北京韩苏博士", "宁苏卜榆", "千美容"]
-    text = "以下是名单：\n" + "".join(f"{k + 13}. {names[k % 5]}\n" for k in range(40))
+    text = "以下是名单：\n" + "".join(f"{k + 13}. {names[k % 5]}\n" for k in range(88))
     found = _aborts(_run(engine, text))
     assert found and found[0].kind == "segment-repeat"
-    assert found[0].offset < len(text) - 100
+    assert found[0].offset < len(text) * 3 // 4     # the real reply ran on to 100
 
 
 def test_a_near_variant_recurring_between_other_lines_gets_a_reminder(engine: ModuleType) -> None:
@@ -178,6 +181,11 @@ def test_a_near_variant_recurring_between_other_lines_gets_a_reminder(engine: Mo
     # a schedule of weekdays: three letters a line never counts
     "".join(f"| {d} | 9:{i % 6}0 | 17:00 |\n" for i in range(8)
             for d in ("Mon", "Tue", "Wed", "Thu", "Fri")),
+    # a timetable of six weeks: five day names cycling with their hours
+    "".join(f"| {w} | {d} | {8 + w % 2}:00 | 17:00 |\n" for w in range(1, 7)
+            for d in ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")),
+    "".join(f"| {w} | {d} | {8 + w % 2}:00 | 17:00 |\n" for w in range(1, 7)
+            for d in ("星期一", "星期二", "星期三", "星期四", "星期五")),
     # test asserts: one word changes each line, always to a new one
     "".join(f'    assert is_valid("{w}_{v}")\n' for w in ("alpha", "beta", "gamma", "delta")
             for v in ("one", "two", "three", "four", "five", "six", "seven", "eight")),
@@ -195,9 +203,11 @@ def test_segment_repeat_evidence_and_its_sentences() -> None:
     d = nat[0]
     assert (d.kind, d.count, d.total) == ("segment-repeat", 6, 6)
     assert d.line.startswith("Checking ")
-    from contextcare.notices import reminder_text
-    assert "Checking" in reminder_text(d, language="en")
-    assert "Checking" in reminder_text(d, language="zh")
+    from contextcare.cli import format_evidence
+    from contextcare.notices import describe
+    assert "Checking" in describe(d, "en") and "6 of the last 6" in describe(d, "en")
+    assert "Checking" in describe(d, "zh")
+    assert "6 of the last 6" in format_evidence(d)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
@@ -222,7 +232,7 @@ def test_segment_repeat_bad_types_name_the_field() -> None:
 
 
 def test_segment_repeat_from_toml() -> None:
-    from contextcare.tomlrules import load_rules
-    rules = load_rules('[[rules]]\ntype = "SegmentRepeat"\nid = "n"\nwindow = 8\ntop = 1\n'
-                       'min_count = 6\n')
+    from contextcare.tomlrules import loads_rules
+    rules, _ = loads_rules('[[rules]]\ntype = "SegmentRepeat"\nid = "n"\nwindow = 8\n'
+                           'top = 1\nmin_count = 6\n')
     assert rules == [cc.SegmentRepeat("n", window=8, top=1, min_count=6)]

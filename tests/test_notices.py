@@ -37,6 +37,8 @@ SAMPLES = {
                               line="class MyClass2:", period=7, repeats=4, total=118),
     "vocab-collapse": Detection("vocab-collapse", "vocab-collapse", "abort", "text", 900,
                                 line="items its itemsThe items", count=6, total=80),
+    "segment-repeat": Detection("near-lines", "segment-repeat", "abort", "combined", 700,
+                                line="- Item 14: Pia had the value 77", count=11, total=12),
 }
 
 #: The numbers each sample's text may show: its evidence values and the rounded percentage.
@@ -49,6 +51,7 @@ ALLOWED_NUMBERS = {
     "tail-repeat": {"57"},
     "block-repeat": {"7", "4", "118", "2"},
     "vocab-collapse": {"6", "80"},
+    "segment-repeat": {"11", "12", "14", "77"},
 }
 
 EVIDENCE_TEXT = {
@@ -57,6 +60,7 @@ EVIDENCE_TEXT = {
     "line-cycle": ["（输出。）", "**做。**", "go."], "filler-lines": [],
     "prefix-monotony": ["嗯，"], "tail-repeat": ["the \\n"],
     "block-repeat": ["class MyClass2:"], "vocab-collapse": ["items its itemsThe items"],
+    "segment-repeat": ["- Item 14: Pia had the value 77"],
 }
 
 STOPPED_BY_SYSTEM = {"en": "stopped by the system", "zh": "被系统中止"}

@@ -119,10 +119,13 @@ def _skeleton(stripped: str) -> str:
 
 
 def _letters(stripped: str) -> int:
-    """Word characters other than ASCII digits; one from U+3040 up (kana, CJK, Hangul) counts
-    as two."""
-    return sum(2 if c >= "\u3040" else 1
-               for c in stripped if _is_word_char(c) and not "0" <= c <= "9")
+    """Word characters other than ASCII digits."""
+    return sum(1 for c in stripped if _is_word_char(c) and not "0" <= c <= "9")
+
+
+def _wide(stripped: str) -> int:
+    """Letters from U+3040 up (kana, CJK, Hangul), up to 255."""
+    return min(sum(1 for c in stripped if c >= "\u3040" and _is_word_char(c)), 255)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ class _Segment:
     gap: int       # characters from the end of the previous kept segment to the end of this one
     raw: int       # characters of this segment (with its whitespace and terminator)
     letters: int
+    wide: int      # letters from U+3040 up, up to 255 (SegmentRepeat counts them twice)
 
 
 # --------------------------------------------------------------------------- compiled ruleset
@@ -597,7 +601,8 @@ class Watcher:
             return
         # lengths and letters count up to 65535 (the native engine keeps them in 16 bits)
         view.segments.append(_Segment(stripped, _skeleton(stripped), min(view.tail_gap, 65535),
-                                      min(len(raw), 65535), min(_letters(stripped), 65535)))
+                                      min(len(raw), 65535), min(_letters(stripped), 65535),
+                                      _wide(stripped)))
         view.tail_gap = 0
         view.seg_serial += 1
         if len(view.segments) > plan.segments:
@@ -962,7 +967,7 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     counts: dict[str, int] = {}
     newest: dict[str, int] = {}          # skeleton -> its newest index (0 = newest segment)
     for k, seg in enumerate(reversed(last)):
-        if seg.letters < rule.min_letters:
+        if seg.letters + seg.wide < rule.min_letters:
             continue
         counts[seg.skeleton] = counts.get(seg.skeleton, 0) + 1
         newest.setdefault(seg.skeleton, k)

@@ -638,7 +638,7 @@ class SegmentRepeat(Rule):
     whose changing word takes a few values (``has`` / ``had``), a numbered list of a few names
     cycling or a retry line with other lines between all leave few skeletons covering many
     segments. Segments with fewer than ``min_letters`` letters (word characters other than ASCII
-    digits; kana, CJK and Hangul count two) never count, so ``| row # | # |``, ``# x # = #`` or a
+    digits; here kana, CJK and Hangul count two) never count, so ``| row # | # |``, ``# x # = #`` or a
     counter stay quiet. Inside code fences too. Evidence: ``line`` (the newest segment of the most
     frequent skeleton, from its start, 40 characters), ``count`` (segments covered), ``total``
     (``window``).
