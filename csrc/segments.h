@@ -26,7 +26,7 @@ typedef struct cc_segscan {
     uint32_t letters, digits, wide; /* wide: letters from U+3040 up */
     uint8_t started, in_digits, pend_space, prev_end, prev_digit;
     /* the pending word */
-    uint8_t in_word;
+    uint8_t in_word, word_digit, word_a; /* word_a: its first character is ASCII */
     uint32_t hw;
     uint64_t word_start;
     /* fence state of the current line (words inside fences are left out when masking) */

@@ -236,3 +236,23 @@ def test_segment_repeat_from_toml() -> None:
     rules, _ = loads_rules('[[rules]]\ntype = "SegmentRepeat"\nid = "n"\nwindow = 8\n'
                            'top = 1\nmin_count = 6\n')
     assert rules == [cc.SegmentRepeat("n", window=8, top=1, min_count=6)]
+
+
+def test_tuples_that_differ_only_in_their_numbers_collapse(engine: ModuleType) -> None:
+    # from a real reply of SmolLM2 (one line, no sentence end): numbers are not words to
+    # VocabCollapse, nor are one-letter words
+    text = ("INSERT INTO users (user_id, name, email) VALUES "
+            + ", ".join(f"({k}, {k}, 1, 'John', 'john@example.com')" for k in range(1, 60)))
+    found = _aborts(_run(engine, text))
+    assert found and found[0].kind == "vocab-collapse"
+    assert found[0].count <= 8
+
+
+@pytest.mark.parametrize("text", [
+    "Here you go: " + ", ".join(str(i) for i in range(1, 400)) + ".",
+    "Values: " + " ".join(f"{i}a" for i in range(300)),
+    " ".join("a b c d e f g h i j k" for _ in range(30)),
+])
+def test_numbers_and_single_letters_are_not_words_to_vocab_collapse(text: str) -> None:
+    rule = cc.VocabCollapse("v", words=20, max_distinct=3)
+    assert cc.Ruleset([rule]).replay(text) == reference.Ruleset([rule]).replay(text) == []
