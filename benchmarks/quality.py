@@ -755,7 +755,8 @@ class Score:
             return f"{self.false}/{self.n} ({self.false_notice})"
         lat = (f"{int(statistics.median(self.latency))} / {max(self.latency)}"
                if self.latency else "–")
-        return f"{self.caught}/{self.n} · {lat}"
+        more = self.noticed - self.caught
+        return f"{self.caught}/{self.n} · {lat}" + (f" (+{more} reminded)" if more > 0 else "")
 
 
 def detectors(engine: str) -> dict[str, Callable[[Case], Outcome]]:
@@ -825,8 +826,9 @@ def main(argv: list[str] | None = None) -> int:
     only = set(filter(None, args.classes.split(","))) or None
     table = evaluate(cases, args.engine, only)
     print("Loops: stopped/instances · latency median / worst (characters after the loop's "
-          "start). Legitimate (legit:*, real:no loop): false stops/instances (in parentheses: "
-          "instances with any notice, reminders included).\n")
+          "start); "(+k reminded)": loops not stopped that got a reminder. Legitimate (legit:*, real:no "
+          "loop): false stops/instances (in parentheses: instances with any notice, reminders "
+          "included).\n")
     print(markdown(table))
     print("\nLatency against each peer on the loops both stop: median of contextcare's minus the "
           "peer's (characters; negative = contextcare stops earlier), and on how many of them "

@@ -184,6 +184,32 @@ int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_sp
     return 1;
 }
 
+int eng_detect_structure_flood(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
+                               eng_finding *f) {
+    const uint32_t n = r->min_chars;
+    if (!ring->lo || avail < n) return 0;
+    /* back from the end: on text a word character comes within a few steps */
+    for (uint32_t k = 0; k < n; k++)
+        if (cc_is_word(cc_ring_back(ring, k))) return 0;
+    /* the evidence: the last line of the flood that is not blank, stripped */
+    for (uint32_t k = 0; k < n;) {
+        uint32_t m = k; /* the line holds back positions [k, m) */
+        while (m < n && cc_ring_back(ring, m) != '\n') m++;
+        uint32_t a = m, b = k; /* stripped: back positions [b, a) */
+        while (a > b && cc_is_space(cc_ring_back(ring, a - 1))) a--;
+        while (b < a && cc_is_space(cc_ring_back(ring, b))) b++;
+        if (a > b) {
+            uint32_t len = a - b < CC_EVIDENCE_CHARS ? a - b : CC_EVIDENCE_CHARS;
+            for (uint32_t t = 0; t < len; t++) f->cps[t] = cc_ring_back(ring, a - 1 - t);
+            f->ncps = len;
+            break;
+        }
+        k = m + 1;
+    }
+    f->total = n;
+    return 1;
+}
+
 int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                             const cc_rule_spec *r, eng_finding *f) {
     cc_block_params p = {r->near, r->max_period, r->min_repeats, r->min_chars, r->min_letters};
@@ -306,6 +332,12 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
         uint64_t avail = v->chars - v->barrier;
         if (avail > v->ring.cap) avail = v->ring.cap;
         found = eng_detect_tail_repeat(&v->ring, (uint32_t)avail, r, &f);
+        break;
+    }
+    case CC_K_STRUCTURE_FLOOD: {
+        uint64_t avail = v->chars - v->barrier;
+        if (avail > v->ring.cap) avail = v->ring.cap;
+        found = eng_detect_structure_flood(&v->ring, (uint32_t)avail, r, &f);
         break;
     }
     case CC_K_BLOCK_REPEAT:

@@ -114,6 +114,9 @@ static int check_rule_spec(const cc_rule_spec *r, long long i, cc_compile_error 
         CHECK_RANGE(r->words, "words", 2, CC_MAX_VOCAB_WORDS);
         CHECK_RANGE(r->max_distinct, "max_distinct", 1, r->words - 1);
         break;
+    case CC_K_STRUCTURE_FLOOD:
+        CHECK_RANGE(r->min_chars, "min_chars", 2, CC_MAX_WINDOW_CHARS);
+        break;
     case CC_K_SEGMENT_REPEAT:
         CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);
         CHECK_RANGE(r->window, "window", 1, CC_MAX_BLOCK_SEGMENTS);
@@ -212,6 +215,10 @@ static void plan_windowed(viewplan *vp, const cc_rule_spec *r, const cc_options 
     (void)opt;
     if (r->kind == CC_K_TAIL_REPEAT) {
         if (r->window_chars > vp->ring_cap) vp->ring_cap = r->window_chars;
+        return;
+    }
+    if (r->kind == CC_K_STRUCTURE_FLOOD) {
+        if (r->min_chars > vp->ring_cap) vp->ring_cap = r->min_chars;
         return;
     }
     if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE ||

@@ -25,7 +25,8 @@ static inline int fence_tag(uint32_t cp) {
 
 static void seg_reset(cc_segscan *s) {
     s->he_all = s->he_commit = s->hs = H32_OFFSET;
-    s->raw = s->letters = s->digits = s->wide = 0;
+    s->raw = s->letters = s->digits = 0;
+    s->has_letter = s->cjk = 0;
     s->started = s->in_digits = s->pend_space = s->prev_end = s->prev_digit = 0;
 }
 
@@ -124,7 +125,7 @@ static void end_segment(cc_segscan *s) {
         s->sgap[i] = sat16(s->tail_gap);
         s->sraw[i] = sat16(s->raw);
         s->sletters[i] = sat16(s->letters);
-        s->swide[i] = (uint8_t)(s->wide > 255u ? 255u : s->wide);
+        s->swide[i] = s->cjk;
         s->spos = i + 1 == s->scap ? 0 : i + 1;
         uint32_t f = s->fpos ? s->fpos - 1 : s->scap - 1;
         s->fpe[f] = s->fpe[f + s->scap] = fingerprint(s->he_commit);
@@ -259,7 +260,10 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
                 s->hs = h32(s->hs, fold(cp));
                 if (cls & C_WORD) {
                     s->letters++;
-                    s->wide += cp >= CC_ALL_WORD_FROM;
+                    if (!s->has_letter) {
+                        s->has_letter = 1;
+                        s->cjk = cp >= CC_ALL_WORD_FROM;
+                    }
                 }
             }
         } else {
@@ -337,57 +341,35 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->line_started = 1;
                 t->line_gap = 0;
             }
-            /* characters from U+3040 up (`wide`) are counted where the stop test already
-             * compares against that bound (nothing more per ASCII letter) */
-            uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run, wide = cp >= CC_ALL_WORD_FROM;
+            uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run;
             /* up to the end of the ring's storage or of the characters to scan */
             uint64_t left = n - k;
             const uint32_t stop = cap - i < left ? cap : (uint32_t)(i + left);
             uint32_t j = i;
             if (!hi) {
                 /* the first character is a plain word character (tested above) */
-                uint32_t c = cp, f = c < 0x80 ? ascii_letter_fold[c] : c;
+                uint32_t c = cp;
                 for (;;) {
+                    uint32_t f = c;
+                    if (c < 0x80) f = ascii_letter_fold[c];
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
                     if (++j == stop) break;
                     c = lo[j];
-                    /* the stop test yields the folded character (ASCII: one table load) */
-                    if (c < 0x80) {
-                        f = ascii_letter_fold[c];
-                        if (!f) break;
-                    } else {
-                        if (c >= CC_ALL_WORD_FROM) {
-                            if (c >= 0xFF01 && cjk_end(c)) break;
-                            wide++;
-                        } else if (char_class(c) != C_WORD) {
-                            break;
-                        }
-                        f = c;
-                    }
+                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
                 }
             } else {
-                uint32_t c = cp, f = c < 0x80 ? ascii_letter_fold[c] : c;
+                uint32_t c = cp;
                 for (;;) {
+                    uint32_t f = c;
+                    if (c < 0x80) f = ascii_letter_fold[c];
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
                     if (++j == stop) break;
                     c = (uint32_t)lo[j] | ((uint32_t)hi[j] << 16);
-                    /* the stop test yields the folded character (ASCII: one table load) */
-                    if (c < 0x80) {
-                        f = ascii_letter_fold[c];
-                        if (!f) break;
-                    } else {
-                        if (c >= CC_ALL_WORD_FROM) {
-                            if (c >= 0xFF01 && cjk_end(c)) break;
-                            wide++;
-                        } else if (char_class(c) != C_WORD) {
-                            break;
-                        }
-                        f = c;
-                    }
+                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
                 }
             }
             run = j - i;
@@ -401,7 +383,12 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->raw += run;
                 t->tail_gap += run;
                 t->letters += run;
-                t->wide += wide;
+                /* the segment's first letter decides whether it is written in CJK (once per
+                 * segment, nothing per letter) */
+                if (!t->has_letter) {
+                    t->has_letter = 1;
+                    t->cjk = cp >= CC_ALL_WORD_FROM;
+                }
                 t->in_digits = 0;
                 t->prev_end = 0;
             }
@@ -568,7 +555,7 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         for (uint32_t k = 0; k < w; k++) hist[fp[k]] = 0;
         for (uint32_t k = 0; k < w; k++) {
                 uint32_t i = sidx(s, k);
-            if ((uint32_t)s->sletters[i] + s->swide[i] < p->min_letters) continue;
+            if (((uint32_t)s->sletters[i] << s->swide[i]) < p->min_letters) continue;
             uint32_t c = ++hist[fp[k]];
             if (c > most) most = c;
             if (c == 255) break; /* (most >= 255: no bound from here) */
@@ -594,7 +581,7 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
     int possible = 1;
     for (uint32_t k = 0; k < w; k++) {
         uint32_t i = sidx(s, k);
-        if ((uint32_t)s->sletters[i] + s->swide[i] < p->min_letters) {
+        if (((uint32_t)s->sletters[i] << s->swide[i]) < p->min_letters) {
             if (++excluded > slack) {
                 /* the newest k + 1 segments already leave too many uncovered, and they stay in
                  * the window for the next w - k - 1 segments */

@@ -5,8 +5,8 @@
  * previous scan are read back from the ring and cut here. The ring holds at least as many
  * characters as the largest every_bytes of these rules (plus one character's slack), so nothing
  * is lost between two scans. A segment is kept as two 32-bit hashes (exact text, skeleton), its
- * length, its letters and how many of them lie from U+3040 up: 15 bytes (19 with the two key
- * bytes); a word as one hash. */
+ * length, its letters and whether its first letter lies from U+3040 up: 15 bytes (19 with the
+ * two key bytes); a word as one hash. */
 #ifndef CC_SEGMENTS_H
 #define CC_SEGMENTS_H
 
@@ -23,7 +23,8 @@ typedef struct cc_segscan {
     uint32_t he_all, he_commit, hs; /* exact hash through the last char / last non-space;
                                        skeleton hash */
     uint32_t raw, tail_gap;         /* its characters; characters since the last kept segment */
-    uint32_t letters, digits, wide; /* wide: letters from U+3040 up */
+    uint32_t letters, digits;
+    uint8_t has_letter, cjk; /* cjk: its first letter is at U+3040 or above */
     uint8_t started, in_digits, pend_space, prev_end, prev_digit;
     /* the pending word */
     uint8_t in_word, word_digit, word_a; /* word_a: its first character is ASCII */
@@ -37,7 +38,8 @@ typedef struct cc_segscan {
     uint64_t seg_serial;
     uint32_t *sexact, *sskel;
     uint16_t *sgap, *sraw, *sletters;
-    uint8_t *swide; /* letters from U+3040 up, up to 255 (SegmentRepeat counts them twice) */
+    uint8_t *swide; /* 1: the first letter is at U+3040 or above (SegmentRepeat counts the
+                     * letters twice) */
     /* one byte of each key, newest first: fpe[fpos + k] is the k-th newest segment's (k < scap;
      * every byte is written twice, scap apart, so the last scap are contiguous for memchr) */
     uint8_t *fpe, *fps;

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from contextcare.rules import (
     BlockRepeat,
     SegmentRepeat,
+    StructureFlood,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -130,6 +131,8 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
         st.builds(BlockRepeat, st.just(rid), near=st.booleans(), max_period=st.integers(1, 8),
                   min_repeats=st.integers(2, 4), min_chars=st.integers(1, 120),
                   min_letters=st.integers(0, 6), every_bytes=_EVERY, **common),
+        st.builds(StructureFlood, st.just(rid), min_chars=st.integers(2, 40), every_bytes=_EVERY,
+                  **common),
         st.integers(1, 12).flatmap(lambda n: st.builds(
             SegmentRepeat, st.just(rid), window=st.just(n), top=st.integers(1, 4),
             min_count=st.integers(1, n), min_letters=st.integers(0, 6), every_bytes=_EVERY,

@@ -256,3 +256,33 @@ def test_tuples_that_differ_only_in_their_numbers_collapse(engine: ModuleType) -
 def test_numbers_and_single_letters_are_not_words_to_vocab_collapse(text: str) -> None:
     rule = cc.VocabCollapse("v", words=20, max_distinct=3)
     assert cc.Ruleset([rule]).replay(text) == reference.Ruleset([rule]).replay(text) == []
+
+
+# --------------------------------------------------------------------------- StructureFlood
+
+def test_a_flood_of_lines_without_words_gets_a_reminder(engine: ModuleType) -> None:
+    # from a real reply of SmolLM2: a YAML comment marker on 300 lines, no word character
+    text = "```yaml\n# Kubernetes 20 containers\n\n" + "# \n" * 300
+    found = [d for d in _run(engine, text) if d.kind == "structure-flood"]
+    assert found and found[0].action == "remind"
+    assert (found[0].line, found[0].total) == ("#", 600)
+    assert _aborts(_run(engine, text)) == []
+
+
+@pytest.mark.parametrize("text", [
+    # an ASCII table: a border after every row, but the rows have words
+    "".join(f"+------+------+\n| r{i}   | {i}    |\n" for i in range(80)),
+    # a long divider between sections
+    "Intro.\n" + "=" * 400 + "\nThe end.\n",
+])
+def test_structure_with_words_close_by_is_no_flood(engine: ModuleType, text: str) -> None:
+    assert [d for d in _run(engine, text) if d.kind == "structure-flood"] == []
+
+
+def test_structure_flood_bad_parameters_name_the_field() -> None:
+    with pytest.raises(RuleValueError, match="min_chars"):
+        cc.StructureFlood("f", min_chars=1)
+    with pytest.raises(RuleValueError, match="every_bytes"):
+        cc.StructureFlood("f", every_bytes=0)
+    with pytest.raises(RuleTypeError, match="min_chars"):
+        cc.StructureFlood("f", min_chars="600")  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ from contextcare import (
     BlockRepeat,
     ContextAnxiety,
     SegmentRepeat,
+    StructureFlood,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -86,6 +87,11 @@ near = true
 min_repeats = 5
 
 [[rules]]
+type = "StructureFlood"
+id = "sf"
+min_chars = 300
+
+[[rules]]
 type = "SegmentRepeat"
 id = "sr"
 window = 20
@@ -109,6 +115,7 @@ action = "remind"
         PrefixMonotony("pm", delimiters=":"),
         TailRepeat("tr", max_period=32),
         BlockRepeat("br", near=True, min_repeats=5),
+        StructureFlood("sf", min_chars=300),
         SegmentRepeat("sr", window=20, top=3),
         VocabCollapse("vc", words=120, action="remind"),
     ]

@@ -32,6 +32,7 @@ from .rules import (
     PrefixMonotony,
     Rule,
     SegmentRepeat,
+    StructureFlood,
     TailRepeat,
     TimeAnxiety,
     VocabCollapse,
@@ -42,7 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Ruleset", "Watcher", "Detection", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
-    "BlockRepeat", "SegmentRepeat", "VocabCollapse",
+    "BlockRepeat", "SegmentRepeat", "StructureFlood", "VocabCollapse",
     "default_rules", "default_ruleset", "ContextCareError",
     "ArgumentTypeError", "ArgumentValueError", "RuleValueError", "RuleTypeError",
     "Guard", "Reply", "Abort", "Remind", "Partial",

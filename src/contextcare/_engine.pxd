@@ -17,6 +17,7 @@ cdef extern from "engine.h" nogil:
         CC_K_BLOCK_REPEAT
         CC_K_VOCAB_COLLAPSE
         CC_K_SEGMENT_REPEAT
+        CC_K_STRUCTURE_FLOOD
     enum:
         CC_OK
         CC_ERR_NOMEM

@@ -77,6 +77,7 @@ _DETECTORS = {
     "block-repeat": CC_K_BLOCK_REPEAT,
     "vocab-collapse": CC_K_VOCAB_COLLAPSE,
     "segment-repeat": CC_K_SEGMENT_REPEAT,
+    "structure-flood": CC_K_STRUCTURE_FLOOD,
 }
 _STATUS = {CC_ERR_NOMEM: "nomem", CC_ERR_LIMIT: "limit", CC_ERR_INVALID: "invalid",
            CC_ERR_TOO_BIG: "too-big"}

@@ -153,6 +153,8 @@ def format_evidence(d: Detection, unit: str | None = None, line: str | None = No
         return _vocab_evidence(d)
     if kind == "segment-repeat":
         return _segment_evidence(d)
+    if kind == "structure-flood":
+        return f"no word in the last {d.total} characters: {_quote(d.line or '')}"
     if d.phrase is not None:
         return _quote(d.phrase)
     if d.line is not None:

@@ -37,6 +37,7 @@ from .rules import (
     QUOTE_CHARS,
     BlockRepeat,
     SegmentRepeat,
+    StructureFlood,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -124,8 +125,12 @@ def _letters(stripped: str) -> int:
 
 
 def _wide(stripped: str) -> int:
-    """Letters from U+3040 up (kana, CJK, Hangul), up to 255."""
-    return min(sum(1 for c in stripped if c >= "\u3040" and _is_word_char(c)), 255)
+    """1 when the first letter (word character other than an ASCII digit) is at U+3040 or above
+    (kana, CJK, Hangul), else 0."""
+    for c in stripped:
+        if _is_word_char(c) and not "0" <= c <= "9":
+            return 1 if c >= "\u3040" else 0
+    return 0
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,7 @@ class _Segment:
     gap: int       # characters from the end of the previous kept segment to the end of this one
     raw: int       # characters of this segment (with its whitespace and terminator)
     letters: int
-    wide: int      # letters from U+3040 up, up to 255 (SegmentRepeat counts them twice)
+    wide: int      # 1: its first letter is at U+3040 or above (SegmentRepeat counts letters twice)
 
 
 # --------------------------------------------------------------------------- compiled ruleset
@@ -189,7 +194,8 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
             windowed.append(index)
             reads = _DETECTORS[rule.detector][1]
             if reads == "tail":
-                recent = max(recent, rule.window_chars)  # type: ignore[attr-defined]
+                recent = max(recent, rule.min_chars if isinstance(rule, StructureFlood)
+                             else rule.window_chars)  # type: ignore[attr-defined]
             elif reads == "segments":
                 segments = max(segments, _segments_kept(rule))
             elif reads == "words":
@@ -917,6 +923,20 @@ def _tail_repeat(rule: TailRepeat, recent: str) -> dict[str, Any] | None:
 
 
 
+def _structure_flood(rule: StructureFlood, recent: str) -> dict[str, Any] | None:
+    if len(recent) < rule.min_chars:
+        return None
+    tail = recent[-rule.min_chars:]
+    if any(_is_word_char(c) for c in tail):
+        return None
+    line = ""
+    for piece in reversed(tail.split("\n")):
+        if piece.strip():
+            line = piece.strip()[:EVIDENCE_LINE_CHARS]
+            break
+    return {"line": line, "total": rule.min_chars}
+
+
 def _quote(view: _ViewState, back: int) -> str | None:
     """The view's text from ``back`` characters before its end (None when not kept)."""
     if back > QUOTE_CHARS or back > view.chars:
@@ -970,7 +990,7 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     counts: dict[str, int] = {}
     newest: dict[str, int] = {}          # skeleton -> its newest index (0 = newest segment)
     for k, seg in enumerate(reversed(last)):
-        if seg.letters + seg.wide < rule.min_letters:
+        if seg.letters << seg.wide < rule.min_letters:
             continue
         counts[seg.skeleton] = counts.get(seg.skeleton, 0) + 1
         newest.setdefault(seg.skeleton, k)
@@ -1011,4 +1031,5 @@ _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] =
     "block-repeat": (_block_repeat, "segments"),
     "vocab-collapse": (_vocab_collapse, "words"),
     "segment-repeat": (_segment_repeat, "segments"),
+    "structure-flood": (_structure_flood, "tail"),
 }

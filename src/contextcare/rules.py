@@ -531,6 +531,37 @@ class TailRepeat(Rule):
         _int(self, "min_chars", 2, self.window_chars)
 
 
+@dataclass(frozen=True, slots=True)
+class StructureFlood(Rule):
+    """The last ``min_chars`` characters of the view hold no word character: a flood of
+    punctuation, symbols, box drawing or whitespace (``# `` on 300 lines, ``----`` without end,
+    blank lines). Such lines never count for the line rules, so this is what sees them.
+
+    Looks at the text since the last channel switch (combined view), inside code fences too.
+    Evidence: ``line`` (the last line of the flood that is not blank, stripped, 40 characters)
+    and ``total`` (``min_chars``).
+    """
+
+    kind: ClassVar[str] = "structure-flood"
+    detector: ClassVar[str] = "structure-flood"
+    windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("line", "total")
+    engine_fields: ClassVar[tuple[str, ...]] = ("every_bytes", "min_chars")
+    topic: ClassVar[str] = "loop"
+
+    id: str
+    _: KW_ONLY
+    min_chars: int = 600
+    every_bytes: int = 1024
+    channel: str = "combined"
+    action: str = "remind"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "min_chars", 2, _limits.MAX_WINDOW_CHARS)
+
+
 #: Most segments a view keeps for its BlockRepeat rules (max_period x min_repeats).
 MAX_BLOCK_SEGMENTS: int = _limits.MAX_BLOCK_SEGMENTS
 #: Largest every_bytes of a BlockRepeat or VocabCollapse rule: the view reads the characters since
@@ -640,7 +671,7 @@ class SegmentRepeat(Rule):
     whose changing word takes a few values (``has`` / ``had``), a numbered list of a few names
     cycling or a retry line with other lines between all leave few skeletons covering many
     segments. Segments with fewer than ``min_letters`` letters (word characters other than ASCII
-    digits; here kana, CJK and Hangul count two) never count, so ``| row # | # |``, ``# x # = #`` or a
+    digits; twice as many when the first letter is kana, CJK or Hangul) never count, so ``| row # | # |``, ``# x # = #`` or a
     counter stay quiet. Inside code fences too. Evidence: ``line`` (the newest segment of the most
     frequent skeleton, from its start, 40 characters), ``count`` (segments covered), ``total``
     (``window``).
@@ -678,7 +709,7 @@ class SegmentRepeat(Rule):
 #: (and in the engines: see README, "Architecture").
 RULE_TYPES: tuple[type[Rule], ...] = (
     Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
-    PrefixMonotony, TailRepeat, BlockRepeat, SegmentRepeat, VocabCollapse,
+    PrefixMonotony, TailRepeat, StructureFlood, BlockRepeat, SegmentRepeat, VocabCollapse,
 )
 #: The rule class of each detection kind.
 KINDS: dict[str, type[Rule]] = {cls.kind: cls for cls in RULE_TYPES}
