@@ -826,9 +826,9 @@ def main(argv: list[str] | None = None) -> int:
     only = set(filter(None, args.classes.split(","))) or None
     table = evaluate(cases, args.engine, only)
     print("Loops: stopped/instances · latency median / worst (characters after the loop's "
-          "start); "(+k reminded)": loops not stopped that got a reminder. Legitimate (legit:*, real:no "
-          "loop): false stops/instances (in parentheses: instances with any notice, reminders "
-          "included).\n")
+          "start); \"(+k reminded)\": loops not stopped that got a reminder. Legitimate "
+          "(legit:*, real:no loop): false stops/instances (in parentheses: instances with any "
+          "notice, reminders included).\n")
     print(markdown(table))
     print("\nLatency against each peer on the loops both stop: median of contextcare's minus the "
           "peer's (characters; negative = contextcare stops earlier), and on how many of them "
