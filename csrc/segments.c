@@ -138,14 +138,10 @@ static void end_segment(cc_segscan *s) {
     seg_reset(s);
 }
 
-/* The pending word ends before the character at `end`. A number (a word with an ASCII digit) and
- * a word of one ASCII character are not kept: `(36, 36, 1, 'John', ...)` collapses onto its
- * words, and counting never looks like a varied vocabulary. */
-static inline void end_word(cc_segscan *s, int mask_fences, uint64_t end) {
+static inline void end_word(cc_segscan *s, int mask_fences) {
     if (!s->in_word) return;
     s->in_word = 0;
     if (mask_fences && s->fence_inside) return;
-    if (s->word_digit || (s->word_a && end - s->word_start == 1)) return;
     s->words[s->wpos] = s->hw;
     s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
     if (s->wn < s->wcap) s->wn++;
@@ -282,13 +278,10 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
                 s->in_word = 1;
                 s->word_start = index;
                 s->hw = H32_OFFSET;
-                s->word_digit = 0;
-                s->word_a = cp < 0x80;
             }
             s->hw = h32(s->hw, fold(cp));
-            if (cls & C_DIGIT) s->word_digit = 1;
         } else {
-            end_word(s, mask_fences, index);
+            end_word(s, mask_fences);
         }
         if (cls & C_NL) {
             int fence = s->line_started &&
@@ -333,8 +326,6 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                     t->in_word = 1;
                     t->word_start = index;
                     t->hw = H32_OFFSET;
-                    t->word_digit = 0;
-                    t->word_a = cp < 0x80;
                 }
                 /* a letter never opens a fence line; it ends the recogniser's hopes */
                 t->fence_st = FST_NO;
@@ -408,7 +399,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->in_digits = 0;
             }
             if (need_w) {
-                if (t->in_word) end_word(t, mask_fences, index);
+                if (t->in_word) end_word(t, mask_fences);
                 if (t->line_started) t->line_gap = 1;
             }
         } else {
@@ -422,7 +413,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
 }
 
 void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence) {
-    if (s->wcap) end_word(s, mask_fences, s->scanned);
+    if (s->wcap) end_word(s, mask_fences);
     if (s->scap) end_segment(s);
     if (reset_fence) {
         line_reset(s, mask_fences);

@@ -27,7 +27,7 @@ typedef struct cc_segscan {
     uint8_t has_letter, cjk; /* cjk: its first letter is at U+3040 or above */
     uint8_t started, in_digits, pend_space, prev_end, prev_digit;
     /* the pending word */
-    uint8_t in_word, word_digit, word_a; /* word_a: its first character is ASCII */
+    uint8_t in_word;
     uint32_t hw;
     uint64_t word_start;
     /* fence state of the current line (words inside fences are left out when masking) */

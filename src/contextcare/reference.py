@@ -629,9 +629,6 @@ class Watcher:
         view.word = ""
         if self._ruleset._options.mask_code_fences and view.inside_fence:
             return
-        # numbers and one-character ASCII words are not kept
-        if any("0" <= ch <= "9" for ch in word) or (len(word) == 1 and word < "\x80"):
-            return
         cap = plan.words
         view.words.append(_fold(word))
         view.word_starts.append(view.word_start)

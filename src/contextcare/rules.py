@@ -629,10 +629,8 @@ class VocabCollapse(Rule):
     most ``max_distinct`` distinct ones (ASCII letters folded to lower case).
 
     A word is a maximal run of word characters (ASCII letters and digits; above U+0080 any
-    character that is not whitespace, general punctuation, symbols or CJK punctuation). Numbers
-    (words with an ASCII digit) and words of one ASCII character are left out, so a run of
-    tuples that differ only in their numbers collapses onto its words; words inside code fences
-    are left out when the ruleset masks fences. Evidence: ``count`` (distinct
+    character that is not whitespace, general punctuation, symbols or CJK punctuation). Words
+    inside code fences are left out when the ruleset masks fences. Evidence: ``count`` (distinct
     words), ``total`` (``words``), ``line`` (the text from the start of the eighth-to-last word,
     40 characters).
     """
