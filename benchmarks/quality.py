@@ -531,6 +531,13 @@ def legit_schedule(rng: random.Random) -> str:
     return "Here is the plan:\n\n" + "\n".join(out) + "\n"
 
 
+def legit_template_list(rng: random.Random) -> str:
+    """A listing from one template whose numbers (and a letter) carry the content."""
+    a, b = rng.randint(3, 97), rng.randint(1, 100)
+    return "".join(f"Item {i}: the value is {i * a % 101 + b}, noted as {chr(65 + i % 26)}.\n"
+                   for i in range(rng.randint(40, 120)))
+
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -556,6 +563,7 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "diff": legit_diff,
     "lyrics": legit_lyrics,
     "schedule": legit_schedule,
+    "template-list": legit_template_list,
 }
 
 
