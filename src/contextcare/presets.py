@@ -42,10 +42,14 @@ def default_rules() -> list[Rule]:
     Abort: ``line-repeat`` (30 of 80 lines and 35 %, or a run of 12), ``tail-repeat`` (a unit of up to 256 characters repeated back to back, newlines
     or not), ``block-repeat`` (a block of up to 128 lines or sentences repeated three times back
     to back, over at least 60 characters, fenced code included), ``near-repeat-long`` (a unit
-    of up to 32 lines repeated ten times with only its numbers changed) and ``vocab-collapse``
-    (80 words with at most 8 distinct ones, outside code fences).
+    of up to 32 lines repeated ten times with only its numbers changed), ``vocab-collapse``
+    (80 words with at most 8 distinct ones, outside code fences), ``near-lines`` (the last 12
+    lines or sentences on at most 2 skeletons: a number or a word flipping between a few values)
+    and ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter).
     Remind: ``near-repeat`` (a unit of up to 64 lines repeated four times with only its numbers
-    changed), ``line-repeat-gentle`` (15 lines and 20 %),
+    changed), ``near-recurring`` (one skeleton on 10 of the last 32 lines, others between),
+    ``structure-flood`` (600 characters without a word character),
+    ``line-repeat-gentle`` (15 lines and 20 %),
     ``line-cycle``, ``filler-lines``, ``prefix-monotony``, ``time-anxiety`` and
     ``context-anxiety`` (reasoning channel only).
 
