@@ -260,6 +260,47 @@ def shape_chinese(rng: random.Random) -> tuple[str, int]:
     return _loop(ZH + "\n", lambda k: f"第{k + 1}步：我需要再检查一下这个函数的调用者。\n")
 
 
+def shape_near_words(rng: random.Random) -> tuple[str, int]:
+    """Lines where a word changes (among a few values), with or without a counter."""
+    name, other = rng.sample(NAMES, 2)
+    verbs = rng.choice([("has", "had"), ("is", "was"), ("caller", "callee"),
+                        ("open", "closed", "pending"), ("left", "right")])
+    templates = [
+        lambda k: f"- Item {k + 3}: {name} {rng.choice(verbs)} the value {k * 7}\n",
+        lambda k: f"Let me check the {rng.choice(verbs)} again, it looks wrong.\n",
+        lambda k: f"The status of the job is {rng.choice(verbs)} so I will wait a bit more.\n",
+        lambda k: f"{rng.choice([name, other])} says the {rng.choice(verbs)} door is locked.\n",
+        lambda k: f"Wait, the {rng.choice(verbs)} branch returns None. Let me look again.\n",
+    ]
+    t = rng.choice(templates)
+    return _loop(prose(rng, 300), t)
+
+
+def shape_near_scattered(rng: random.Random) -> tuple[str, int]:
+    """Near-variants with other (distinct) lines between them."""
+    templates = [
+        lambda k: f"Retrying the build with the same flags (attempt {k + 2}).\n",
+        lambda k: f"Step {k + 14}: let me check the caller again.\n",
+        lambda k: f"Hmm, x = {40 + k} so the result is still wrong, let me re-check.\n",
+    ]
+    t = rng.choice(templates)
+    every = rng.randint(2, 3)
+    return _loop(prose(rng, 300),
+                 lambda k: t(k) + "".join(sentence(rng) + "\n" for _ in range(every - 1)))
+
+
+def shape_cjk_near(rng: random.Random) -> tuple[str, int]:
+    """Chinese near-variants: numbered short names cycling, a step counter, a changing word."""
+    kind = rng.randrange(3)
+    names = ["伊兰", "王芳", "李明", "张伟", "刘洋", "陈静", "杨帆"][:rng.randint(3, 6)]
+    if kind == 0:
+        return _loop(ZH + "\n", lambda k: f"{k + 12}. {names[k % len(names)]}\n")
+    if kind == 1:
+        return _loop(ZH + "\n", lambda k: f"第{k + 3}次尝试：结果还是不对，我再检查一下。\n")
+    words = rng.choice([("上午", "下午"), ("左边", "右边"), ("打开", "关闭", "等待")])
+    return _loop(ZH + "\n", lambda k: f"我再看一下{rng.choice(words)}的数据，好像有问题。\n")
+
+
 LOOP_SHAPES: dict[str, Callable[[random.Random], tuple[str, int]]] = {
     "block-12": shape_block(12),
     "block-30": shape_block(30),
@@ -267,6 +308,9 @@ LOOP_SHAPES: dict[str, Callable[[random.Random], tuple[str, int]]] = {
     "paragraph": shape_paragraph,
     "near-lines": shape_near_lines,
     "near-block": shape_near_block,
+    "near-words": shape_near_words,
+    "near-scattered": shape_near_scattered,
+    "cjk-near": shape_cjk_near,
     "collapse": shape_collapse,
     "fence-loop": shape_fence_loop,
     "chinese": shape_chinese,
@@ -366,6 +410,134 @@ def legit_steps(rng: random.Random) -> str:
     return "\n".join(f"Step {i}: {sentence(rng)}" for i in range(1, 41)) + "\n"
 
 
+def legit_log(rng: random.Random) -> str:
+    out = []
+    t = rng.randint(0, 3000)
+    for i in range(120):
+        t += rng.randint(1, 40)
+        lvl = rng.choice(["INFO", "INFO", "INFO", "DEBUG", "WARN"])
+        msg = rng.choice([f"request {rng.randint(1000, 9999)} served in {rng.randint(2, 300)} ms",
+                          f"user {rng.choice(NAMES).lower()} logged in",
+                          f"cache hit for key {rng.choice(FIELDS)}",
+                          f"worker {rng.randint(1, 8)} heartbeat"])
+        out.append(f"2024-05-{1 + t // 86400:02d} {t // 3600 % 24:02d}:{t // 60 % 60:02d}:"
+                   f"{t % 60:02d} {lvl} {msg}")
+    return "```\n" + "\n".join(out) + "\n```\n"
+
+
+def legit_changelog(rng: random.Random) -> str:
+    out = ["# Changelog", ""]
+    for v in range(12, 0, -1):
+        out += [f"## [1.{v}.0] - 2024-{1 + v % 12:02d}-{rng.randint(1, 28):02d}", ""]
+        for _ in range(rng.randint(2, 5)):
+            kind = rng.choice(["Added", "Fixed", "Changed"])
+            out.append(f"- {kind} {sentence(rng, rng.randint(4, 9)).lower()}")
+        out.append("")
+    return "\n".join(out)
+
+
+def legit_asserts(rng: random.Random) -> str:
+    out = ["```python", "def test_parse():"]
+    for _ in range(40):
+        a, b = rng.sample(WORDS, 2)
+        kind = rng.randrange(3)
+        if kind == 0:
+            out.append(f'    assert slugify("{a.title()} {b}") == "{a}-{b}"')
+        elif kind == 1:
+            out.append(f'    assert parse("{a}={rng.randint(0, 99)}") == {{"{a}": '
+                       f'{rng.randint(0, 99)}}}')
+        else:
+            out.append(f'    assert is_valid("{a}_{b}")')
+    return "\n".join(out) + "\n```\n"
+
+
+def legit_links(rng: random.Random) -> str:
+    out = ["Further reading:", ""]
+    for w in rng.sample(WORDS, 30):
+        f = rng.choice(FIELDS)
+        out.append(f"- [{w.title()} and {f}](https://example.org/{w}/{f}.html)")
+    return "\n".join(out) + "\n"
+
+
+def legit_yaml(rng: random.Random) -> str:
+    out = ["```yaml", "services:"]
+    for w in rng.sample(WORDS, 12):
+        out += [f"  {w}:", f"    image: {w}:{rng.randint(1, 9)}.{rng.randint(0, 20)}",
+                f"    replicas: {rng.randint(1, 5)}", "    ports:",
+                f"      - \"{rng.randint(3000, 9000)}:80\"", "    restart: always"]
+    return "\n".join(out) + "\n```\n"
+
+
+def legit_sections(rng: random.Random) -> str:
+    out = []
+    for i in range(1, 13):
+        out += [f"## Example {i}", "", prose(rng, 200).strip(), "", "### Notes", "",
+                sentence(rng), ""]
+    return "\n".join(out)
+
+
+def legit_dialogue(rng: random.Random) -> str:
+    a, b = rng.sample(NAMES, 2)
+    return "\n".join(f"{a if i % 2 == 0 else b}: {sentence(rng)}" for i in range(60)) + "\n"
+
+
+def legit_sql(rng: random.Random) -> str:
+    out = ["```sql"]
+    for i, name in enumerate(rng.sample(NAMES, 40), 1):
+        out.append(f"INSERT INTO users (id, name, email, age) VALUES ({i}, '{name}', "
+                   f"'{name.lower()}@example.com', {rng.randint(18, 80)});")
+    return "\n".join(out) + "\n```\n"
+
+
+def legit_config_table(rng: random.Random) -> str:
+    out = ["| option | default | description |", "|---|---|---|"]
+    for f in rng.sample(FIELDS, 30):
+        out.append(f"| `{f}` | `{rng.choice(['true', 'false', str(rng.randint(1, 999))])}` | "
+                   f"{sentence(rng, rng.randint(4, 8))} |")
+    return "\n".join(out) + "\n"
+
+
+def legit_diff(rng: random.Random) -> str:
+    out = ["```diff"]
+    for _ in range(10):
+        f = rng.choice(FIELDS)
+        n = rng.randint(10, 400)
+        out += [f"@@ -{n},6 +{n},7 @@ def {f}(self):", f"     value = self.{f}",
+                f"-    return value", f"+    if value is None:", f"+        return "
+                f"{rng.randint(0, 9)}", f"+    return value", ""]
+    return "\n".join(out) + "```\n"
+
+
+def legit_lyrics(rng: random.Random) -> str:
+    chorus = ["Oh, the night is young and the road is long,",
+              "we keep on driving till the break of dawn,",
+              "and every mile we sing the same old song,",
+              "oh, the night is young."]
+    out = []
+    for _ in range(6):
+        out += [sentence(rng, rng.randint(5, 8)) for _ in range(4)] + [""] + chorus + [""]
+    return "\n".join(out)
+
+
+def legit_schedule(rng: random.Random) -> str:
+    """A timetable: the weekdays cycling with their hours, four to eight weeks."""
+    days = rng.choice([("Monday", "Tuesday", "Wednesday", "Thursday", "Friday"),
+                       ("星期一", "星期二", "星期三", "星期四", "星期五")])
+    out = ["| week | day | start | end |", "|---|---|---|---|"]
+    for week in range(1, rng.randint(4, 8) + 1):
+        for d in days:
+            out.append(f"| {week} | {d} | {rng.randint(7, 10)}:{rng.choice(['00', '30'])} | "
+                       f"{rng.randint(15, 19)}:00 |")
+    return "Here is the plan:\n\n" + "\n".join(out) + "\n"
+
+
+def legit_template_list(rng: random.Random) -> str:
+    """A listing from one template whose numbers (and a letter) carry the content."""
+    a, b = rng.randint(3, 97), rng.randint(1, 100)
+    return "".join(f"Item {i}: the value is {i * a % 101 + b}, noted as {chr(65 + i % 26)}.\n"
+                   for i in range(rng.randint(40, 120)))
+
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -379,10 +551,23 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "times-table": legit_times_table,
     "chinese-prose": legit_chinese,
     "numbered-steps": legit_steps,
+    "log": legit_log,
+    "changelog": legit_changelog,
+    "asserts": legit_asserts,
+    "md-links": legit_links,
+    "yaml": legit_yaml,
+    "sections": legit_sections,
+    "dialogue": legit_dialogue,
+    "sql-inserts": legit_sql,
+    "config-table": legit_config_table,
+    "diff": legit_diff,
+    "lyrics": legit_lyrics,
+    "schedule": legit_schedule,
+    "template-list": legit_template_list,
 }
 
 
-def synthetic_cases(instances: int = 6, seed: int = 14) -> list[Case]:
+def synthetic_cases(instances: int = 20, seed: int = 14) -> list[Case]:
     out = []
     for cls, make in LOOP_SHAPES.items():
         for i in range(instances):
@@ -575,10 +760,11 @@ class Score:
 
     def cells(self, legit: bool) -> str:
         if legit:
-            return f"{self.false}/{self.n}"
+            return f"{self.false}/{self.n} ({self.false_notice})"
         lat = (f"{int(statistics.median(self.latency))} / {max(self.latency)}"
                if self.latency else "–")
-        return f"{self.caught}/{self.n} · {lat}"
+        more = self.noticed - self.caught
+        return f"{self.caught}/{self.n} · {lat}" + (f" (+{more} reminded)" if more > 0 else "")
 
 
 def detectors(engine: str) -> dict[str, Callable[[Case], Outcome]]:
@@ -637,7 +823,7 @@ def paired(table: dict[str, dict[str, Score]], ours: str = "contextcare") -> str
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="detection quality of contextcare and its peers")
     ap.add_argument("--engine", choices=("native", "reference"), default="native")
-    ap.add_argument("--instances", type=int, default=6)
+    ap.add_argument("--instances", type=int, default=20)
     ap.add_argument("--classes", default="", help="comma-separated classes (default: all)")
     ap.add_argument("--no-real", action="store_true", help="skip the real-model streams")
     ap.add_argument("--missed", action="store_true", help="list what each detector missed")
@@ -648,7 +834,9 @@ def main(argv: list[str] | None = None) -> int:
     only = set(filter(None, args.classes.split(","))) or None
     table = evaluate(cases, args.engine, only)
     print("Loops: stopped/instances · latency median / worst (characters after the loop's "
-          "start). Legitimate (legit:*, real:no loop): false stops/instances.\n")
+          "start); \"(+k reminded)\": loops not stopped that got a reminder. Legitimate "
+          "(legit:*, real:no loop): false stops/instances (in parentheses: instances with any "
+          "notice, reminders included).\n")
     print(markdown(table))
     print("\nLatency against each peer on the loops both stop: median of contextcare's minus the "
           "peer's (characters; negative = contextcare stops earlier), and on how many of them "

@@ -184,6 +184,32 @@ int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_sp
     return 1;
 }
 
+int eng_detect_structure_flood(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
+                               eng_finding *f) {
+    const uint32_t n = r->min_chars;
+    if (!ring->lo || avail < n) return 0;
+    /* back from the end: on text a word character comes within a few steps */
+    for (uint32_t k = 0; k < n; k++)
+        if (cc_is_word(cc_ring_back(ring, k))) return 0;
+    /* the evidence: the last line of the flood that is not blank, stripped */
+    for (uint32_t k = 0; k < n;) {
+        uint32_t m = k; /* the line holds back positions [k, m) */
+        while (m < n && cc_ring_back(ring, m) != '\n') m++;
+        uint32_t a = m, b = k; /* stripped: back positions [b, a) */
+        while (a > b && cc_is_space(cc_ring_back(ring, a - 1))) a--;
+        while (b < a && cc_is_space(cc_ring_back(ring, b))) b++;
+        if (a > b) {
+            uint32_t len = a - b < CC_EVIDENCE_CHARS ? a - b : CC_EVIDENCE_CHARS;
+            for (uint32_t t = 0; t < len; t++) f->cps[t] = cc_ring_back(ring, a - 1 - t);
+            f->ncps = len;
+            break;
+        }
+        k = m + 1;
+    }
+    f->total = n;
+    return 1;
+}
+
 int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                             const cc_rule_spec *r, eng_finding *f) {
     cc_block_params p = {r->near, r->max_period, r->min_repeats, r->min_chars, r->min_letters};
@@ -194,6 +220,20 @@ int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t c
     f->total = res.total;
     memcpy(f->cps, res.line, res.line_chars * sizeof *f->cps);
     f->ncps = res.line_chars;
+    return 1;
+}
+
+int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                              const cc_rule_spec *r, eng_finding *f, uint64_t *seen) {
+    cc_segrep_params p = {r->window, r->top, r->min_count, r->min_letters};
+    uint32_t covered, n, need = 1;
+    int found = cc_segment_repeat(s, ring, chars, &p, &covered, f->cps, &n, &need);
+    /* no hit before `need` more segments: the checks until then are skipped */
+    if (!found) *seen += need - 1;
+    if (found <= 0) return found;
+    f->count = covered;
+    f->total = r->window;
+    f->ncps = n;
     return 1;
 }
 
@@ -337,17 +377,27 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
         found = eng_detect_tail_repeat(&v->ring, (uint32_t)avail, r, &f);
         break;
     }
+    case CC_K_STRUCTURE_FLOOD: {
+        uint64_t avail = v->chars - v->barrier;
+        if (avail > v->ring.cap) avail = v->ring.cap;
+        found = eng_detect_structure_flood(&v->ring, (uint32_t)avail, r, &f);
+        break;
+    }
     case CC_K_BLOCK_REPEAT:
+    case CC_K_SEGMENT_REPEAT:
     case CC_K_VOCAB_COLLAPSE: {
         /* checked only when the view's scanner kept a segment (word) since the rule's previous
          * check: the serial it saw is in w->seen */
         cc_segscan *s = view_seg(w, v);
         if (!s) return;
-        uint64_t serial = r->kind == CC_K_BLOCK_REPEAT ? s->seg_serial : s->word_serial;
-        if (w->seen[ri] == serial) return;
+        uint64_t serial = r->kind == CC_K_VOCAB_COLLAPSE ? s->word_serial : s->seg_serial;
+        /* (SegmentRepeat may ask to wait for more segments: a hit needs them) */
+        if (r->kind == CC_K_SEGMENT_REPEAT ? serial <= w->seen[ri] : w->seen[ri] == serial)
+            return;
         w->seen[ri] = serial;
-        found = r->kind == CC_K_BLOCK_REPEAT
-                    ? eng_detect_block_repeat(s, &v->ring, v->chars, r, &f)
+        found = r->kind == CC_K_BLOCK_REPEAT ? eng_detect_block_repeat(s, &v->ring, v->chars, r, &f)
+                : r->kind == CC_K_SEGMENT_REPEAT
+                    ? eng_detect_segment_repeat(s, &v->ring, v->chars, r, &f, &w->seen[ri])
                     : eng_detect_vocab_collapse(s, &v->ring, v->chars, r, &f);
         break;
     }

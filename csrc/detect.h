@@ -36,6 +36,13 @@ int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_sp
  * which has seen `chars` code points. */
 int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                             const cc_rule_spec *r, eng_finding *f);
+/* `seen`: the segment serial of this check; on a miss it is advanced by the segments that must
+ * still come before a hit is possible (the caller checks again only past it). */
+/* The last r->min_chars code points (of `avail` since the barrier) hold no word character. */
+int eng_detect_structure_flood(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
+                               eng_finding *f);
+int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                              const cc_rule_spec *r, eng_finding *f, uint64_t *seen);
 int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                               const cc_rule_spec *r, eng_finding *f);
 

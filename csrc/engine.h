@@ -63,6 +63,8 @@ enum {
     CC_K_TAIL_REPEAT,
     CC_K_BLOCK_REPEAT,
     CC_K_VOCAB_COLLAPSE,
+    CC_K_SEGMENT_REPEAT,
+    CC_K_STRUCTURE_FLOOD,
     CC_K_END /* one past the last kind */
 };
 
@@ -107,13 +109,16 @@ typedef struct cc_rule_spec {
     uint32_t window_chars;    /* [2, CC_MAX_WINDOW_CHARS] */
     uint32_t max_period;      /* [1, window_chars / 2] */
     uint32_t min_repeats;     /* [2, window_chars]; BLOCK_REPEAT: [2, CC_MAX_BLOCK_REPEATS] */
-    uint32_t min_chars;       /* [2, window_chars]; BLOCK_REPEAT: [1, CC_MAX_COUNT] */
+    uint32_t min_chars;       /* [2, window_chars]; BLOCK_REPEAT: [1, CC_MAX_COUNT];
+                                 STRUCTURE_FLOOD: [2, CC_MAX_WINDOW_CHARS] */
     /* CC_K_BLOCK_REPEAT (also max_period, min_repeats, min_chars above) */
     int near;                 /* compare segment skeletons, not their exact text */
     uint32_t min_letters;     /* per segment of the unit, [0, CC_MAX_COUNT] */
     /* CC_K_VOCAB_COLLAPSE */
     uint32_t words;           /* [2, CC_MAX_VOCAB_WORDS] */
     uint32_t max_distinct;    /* [1, words - 1] */
+    /* CC_K_SEGMENT_REPEAT (also top, min_count, min_letters above) */
+    uint32_t window;          /* segments, [1, CC_MAX_BLOCK_SEGMENTS] */
 } cc_rule_spec;
 
 /* One phrase of a CC_K_PHRASES rule. */
@@ -155,6 +160,8 @@ typedef struct cc_watcher cc_watcher;
  *   TAIL_REPEAT      text = the unit (first CC_EVIDENCE_CHARS code points), period, repeats
  *   BLOCK_REPEAT     text = the unit's first segment, period (segments), repeats, total
  *   VOCAB_COLLAPSE   text = the quote from a word start, count (distinct words), total (words)
+ *   SEGMENT_REPEAT   text = the newest segment of the top skeleton, count (covered), total
+ *   STRUCTURE_FLOOD  text = the last non-blank line of the flood, total (min_chars)
  * Texts are UTF-8 (lone surrogates as 3 bytes) and not NUL-terminated. */
 typedef struct cc_hit {
     uint32_t rule;        /* rule index */

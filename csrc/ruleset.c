@@ -114,6 +114,16 @@ static int check_rule_spec(const cc_rule_spec *r, long long i, cc_compile_error 
         CHECK_RANGE(r->words, "words", 2, CC_MAX_VOCAB_WORDS);
         CHECK_RANGE(r->max_distinct, "max_distinct", 1, r->words - 1);
         break;
+    case CC_K_STRUCTURE_FLOOD:
+        CHECK_RANGE(r->min_chars, "min_chars", 2, CC_MAX_WINDOW_CHARS);
+        break;
+    case CC_K_SEGMENT_REPEAT:
+        CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);
+        CHECK_RANGE(r->window, "window", 1, CC_MAX_BLOCK_SEGMENTS);
+        CHECK_RANGE(r->top, "top", 1, CC_MAX_CYCLE_TOP);
+        CHECK_RANGE(r->min_count, "min_count", 1, r->window);
+        CHECK_MAX(r->min_letters, "min_letters", CC_MAX_COUNT);
+        break;
     default: break;
     }
     return CC_OK;
@@ -207,7 +217,12 @@ static void plan_windowed(viewplan *vp, const cc_rule_spec *r, const cc_options 
         if (r->window_chars > vp->ring_cap) vp->ring_cap = r->window_chars;
         return;
     }
-    if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE) {
+    if (r->kind == CC_K_STRUCTURE_FLOOD) {
+        if (r->min_chars > vp->ring_cap) vp->ring_cap = r->min_chars;
+        return;
+    }
+    if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE ||
+        r->kind == CC_K_SEGMENT_REPEAT) {
         /* the scan reads back what came since the previous check, and quotes evidence */
         uint64_t need = r->every_bytes + 4;
         if (need < CC_QUOTE_CHARS) need = CC_QUOTE_CHARS;
@@ -217,6 +232,8 @@ static void plan_windowed(viewplan *vp, const cc_rule_spec *r, const cc_options 
                 vp->seg_cap = r->max_period * r->min_repeats;
             vp->nblock++;
             vp->builder = 1; /* the loops stop at every newline, where BlockRepeat is checked */
+        } else if (r->kind == CC_K_SEGMENT_REPEAT) {
+            if (r->window > vp->seg_cap) vp->seg_cap = r->window;
         } else if (r->words > vp->word_cap) {
             vp->word_cap = r->words;
         }

@@ -26,6 +26,7 @@ static inline int fence_tag(uint32_t cp) {
 static void seg_reset(cc_segscan *s) {
     s->he_all = s->he_commit = s->hs = H32_OFFSET;
     s->raw = s->letters = s->digits = 0;
+    s->has_letter = s->cjk = 0;
     s->started = s->in_digits = s->pend_space = s->prev_end = s->prev_digit = 0;
 }
 
@@ -46,9 +47,11 @@ cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences) {
         s->sgap = malloc(scap * sizeof *s->sgap);
         s->sraw = malloc(scap * sizeof *s->sraw);
         s->sletters = malloc(scap * sizeof *s->sletters);
+        s->swide = malloc(scap);
         s->fpe = malloc(2 * (size_t)scap);
         s->fps = malloc(2 * (size_t)scap);
-        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters || !s->fpe || !s->fps)
+        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters || !s->swide ||
+            !s->fpe || !s->fps)
             goto oom;
     }
     if (wcap) {
@@ -70,6 +73,7 @@ void cc_segscan_free(cc_segscan *s) {
     free(s->sgap);
     free(s->sraw);
     free(s->sletters);
+    free(s->swide);
     free(s->fpe);
     free(s->fps);
     free(s->words);
@@ -92,11 +96,12 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     c->sgap = dup(s->sgap, s->scap * sizeof *s->sgap);
     c->sraw = dup(s->sraw, s->scap * sizeof *s->sraw);
     c->sletters = dup(s->sletters, s->scap * sizeof *s->sletters);
+    c->swide = dup(s->swide, s->scap);
     c->fpe = dup(s->fpe, 2 * (size_t)s->scap);
     c->fps = dup(s->fps, 2 * (size_t)s->scap);
     c->words = dup(s->words, s->wcap * sizeof *s->words);
     if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters ||
-                     !c->fpe || !c->fps)) ||
+                     !c->swide || !c->fpe || !c->fps)) ||
         (s->wcap && !c->words)) {
         cc_segscan_free(c);
         return NULL;
@@ -106,7 +111,7 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
 
 size_t cc_segscan_memory(const cc_segscan *s) {
     if (!s) return 0;
-    return sizeof *s + (size_t)s->scap * 18 + (size_t)s->wcap * 4;
+    return sizeof *s + (size_t)s->scap * 19 + (size_t)s->wcap * 4;
 }
 
 static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24)); }
@@ -120,6 +125,7 @@ static void end_segment(cc_segscan *s) {
         s->sgap[i] = sat16(s->tail_gap);
         s->sraw[i] = sat16(s->raw);
         s->sletters[i] = sat16(s->letters);
+        s->swide[i] = s->cjk;
         s->spos = i + 1 == s->scap ? 0 : i + 1;
         uint32_t f = s->fpos ? s->fpos - 1 : s->scap - 1;
         s->fpe[f] = s->fpe[f + s->scap] = fingerprint(s->he_commit);
@@ -248,7 +254,13 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
             } else {
                 s->in_digits = 0;
                 s->hs = h32(s->hs, fold(cp));
-                if (cls & C_WORD) s->letters++;
+                if (cls & C_WORD) {
+                    s->letters++;
+                    if (!s->has_letter) {
+                        s->has_letter = 1;
+                        s->cjk = cp >= CC_ALL_WORD_FROM;
+                    }
+                }
             }
         } else {
             if (s->started) {
@@ -362,6 +374,12 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->raw += run;
                 t->tail_gap += run;
                 t->letters += run;
+                /* the segment's first letter decides whether it is written in CJK (once per
+                 * segment, nothing per letter) */
+                if (!t->has_letter) {
+                    t->has_letter = 1;
+                    t->cjk = cp >= CC_ALL_WORD_FROM;
+                }
                 t->in_digits = 0;
                 t->prev_end = 0;
             }
@@ -504,5 +522,117 @@ int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, 
         for (uint32_t t = 0; t < n; t++) line[t] = cc_ring_back(ring, (uint32_t)(back - 1 - t));
         *line_chars = n;
     }
+    return 1;
+}
+
+int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                      const cc_segrep_params *p, uint32_t *covered, uint32_t *line,
+                      uint32_t *line_chars, uint32_t *need) {
+    const uint32_t w = p->window, top = p->top;
+    *need = 1;
+    if (s->sn < w) {
+        *need = w - s->sn;
+        return 0;
+    }
+    /* segments that may stay uncovered */
+    const uint32_t slack = w - p->min_count;
+    if (slack > 2 * top) {
+        /* many may: a quick bound first, from one key byte per segment (newest first in fps).
+         * The top skeletons cover at most top x the largest byte's count; on text that does
+         * not repeat this ends the check after two passes over `window` bytes */
+        const uint8_t *fp = s->fps + s->fpos;
+        uint8_t hist[256];
+        uint32_t most = 0;
+        for (uint32_t k = 0; k < w; k++) hist[fp[k]] = 0;
+        for (uint32_t k = 0; k < w; k++) {
+                uint32_t i = sidx(s, k);
+            if (((uint32_t)s->sletters[i] << s->swide[i]) < p->min_letters) continue;
+            uint32_t c = ++hist[fp[k]];
+            if (c > most) most = c;
+            if (c == 255) break; /* (most >= 255: no bound from here) */
+        }
+        if (most < 255 && (uint64_t)most * top < p->min_count) {
+            /* each new segment raises the largest count by one at most */
+            *need = (p->min_count + top - 1) / top - most;
+            return 0;
+        }
+    }
+    /* the exact count: distinct skeletons, newest first (so a group's first index is its most
+     * recent occurrence), stopping as soon as more than `slack` segments must stay uncovered:
+     * those with too few letters, and at least one per group beyond the first `top` */
+    uint32_t stack_keys[256], stack_counts[256], stack_first[256];
+    uint32_t *keys = stack_keys, *counts = stack_counts, *first = stack_first;
+    if (w > 256) {
+        keys = malloc(3 * (size_t)w * sizeof *keys);
+        if (!keys) return -1;
+        counts = keys + w;
+        first = counts + w;
+    }
+    uint32_t nd = 0, excluded = 0;
+    int possible = 1;
+    for (uint32_t k = 0; k < w; k++) {
+        uint32_t i = sidx(s, k);
+        if (((uint32_t)s->sletters[i] << s->swide[i]) < p->min_letters) {
+            if (++excluded > slack) {
+                /* the newest k + 1 segments already leave too many uncovered, and they stay in
+                 * the window for the next w - k - 1 segments */
+                possible = 0;
+                *need = w - k;
+                break;
+            }
+            continue;
+        }
+        uint32_t h = s->sskel[i], j;
+        for (j = 0; j < nd; j++)
+            if (keys[j] == h) break;
+        if (j == nd) {
+            if (nd + 1 > top && nd + 1 - top + excluded > slack) {
+                possible = 0;
+                *need = w - k;
+                break;
+            }
+            keys[nd] = h;
+            counts[nd] = 0;
+            first[nd] = k;
+            nd++;
+        }
+        counts[j]++;
+    }
+    /* the `top` largest counts; ties: the most recent occurrence (groups are in that order) */
+    uint64_t sum = 0;
+    uint32_t best_first = 0;
+    for (uint32_t t = 0; possible && t < top && t < nd; t++) {
+        uint32_t b = t;
+        for (uint32_t j = t + 1; j < nd; j++)
+            if (counts[j] > counts[b] || (counts[j] == counts[b] && first[j] < first[b])) b = j;
+        uint32_t ck = counts[b], ch = keys[b], cf = first[b];
+        /* move the chosen group to position t, keeping the rest in recency order */
+        for (uint32_t j = b; j > t; j--) {
+            counts[j] = counts[j - 1];
+            keys[j] = keys[j - 1];
+            first[j] = first[j - 1];
+        }
+        counts[t] = ck;
+        keys[t] = ch;
+        first[t] = cf;
+        if (t == 0) best_first = cf;
+        sum += ck;
+    }
+    if (keys != stack_keys) free(keys);
+    if (!possible) return 0;
+    if (sum < p->min_count) {
+        /* each new segment raises the covered count by one at most */
+        *need = p->min_count - (uint32_t)sum;
+        return 0;
+    }
+    *covered = (uint32_t)sum;
+    *line_chars = 0;
+    /* the quote: the newest segment of the most frequent skeleton, from its start */
+    uint64_t back = s->tail_gap;
+    for (uint32_t k = 0; k < best_first; k++) back += s->sgap[sidx(s, k)];
+    uint32_t raw = s->sraw[sidx(s, best_first)];
+    back += raw;
+    if (back <= CC_QUOTE_CHARS && back <= chars)
+        *line_chars = quote_stripped(ring, (uint32_t)back, raw, line);
     return 1;
 }

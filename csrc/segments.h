@@ -5,7 +5,8 @@
  * previous scan are read back from the ring and cut here. The ring holds at least as many
  * characters as the largest every_bytes of these rules (plus one character's slack), so nothing
  * is lost between two scans. A segment is kept as two 32-bit hashes (exact text, skeleton), its
- * length and its letters: 14 bytes; a word as one hash. */
+ * length, its letters and whether its first letter lies from U+3040 up: 15 bytes (19 with the
+ * two key bytes); a word as one hash. */
 #ifndef CC_SEGMENTS_H
 #define CC_SEGMENTS_H
 
@@ -23,6 +24,7 @@ typedef struct cc_segscan {
                                        skeleton hash */
     uint32_t raw, tail_gap;         /* its characters; characters since the last kept segment */
     uint32_t letters, digits;
+    uint8_t has_letter, cjk; /* cjk: its first letter is at U+3040 or above */
     uint8_t started, in_digits, pend_space, prev_end, prev_digit;
     /* the pending word */
     uint8_t in_word;
@@ -36,6 +38,8 @@ typedef struct cc_segscan {
     uint64_t seg_serial;
     uint32_t *sexact, *sskel;
     uint16_t *sgap, *sraw, *sletters;
+    uint8_t *swide; /* 1: the first letter is at U+3040 or above (SegmentRepeat counts the
+                     * letters twice) */
     /* one byte of each key, newest first: fpe[fpos + k] is the k-th newest segment's (k < scap;
      * every byte is written twice, scap apart, so the last scap are contiguous for memchr) */
     uint8_t *fpe, *fps;
@@ -76,6 +80,19 @@ typedef struct cc_block_result {
  * `chars`). Returns 1 and fills res on a hit. */
 int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                     const cc_block_params *p, cc_block_result *res);
+
+typedef struct cc_segrep_params {
+    uint32_t window, top, min_count, min_letters;
+} cc_segrep_params;
+
+/* SegmentRepeat over the last `window` kept segments: 1 when the `top` most frequent skeletons
+ * (of segments with at least min_letters letters) cover at least min_count of them; `covered`,
+ * and the quote of the newest segment of the most frequent skeleton in line/line_chars. -1 when
+ * out of memory. On a miss, *need = how many more segments must be kept before a hit is
+ * possible at all (>= 1): the checks before that may be skipped. */
+int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
+                      const cc_segrep_params *p, uint32_t *covered, uint32_t *line,
+                      uint32_t *line_chars, uint32_t *need);
 
 /* VocabCollapse: 1 and the number of distinct words among the last `nwords` when at most
  * max_distinct; the quote (from the eighth-to-last word's start) in line/line_chars. */

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from contextcare.rules import (
     BlockRepeat,
+    SegmentRepeat,
+    StructureFlood,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -51,6 +53,8 @@ FRAGMENTS = (
     "Step 14: check it. ", "Step 15: check it. ", "12. Ilan\n", "13. Ilan\n",
     "first one! second? third; ", "它来了。又来了！", "items its itemsThe ",
     "class A2:\n    def f(self):\n        return 2\n",
+    # SegmentRepeat: a changing word, short CJK names
+    "Alice has the key 3.\n", "Alice had the key 4.\n", "12. 伊兰\n", "13. 王芳\n",
 )
 
 
@@ -127,6 +131,12 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
         st.builds(BlockRepeat, st.just(rid), near=st.booleans(), max_period=st.integers(1, 8),
                   min_repeats=st.integers(2, 4), min_chars=st.integers(1, 120),
                   min_letters=st.integers(0, 6), every_bytes=_EVERY, **common),
+        st.builds(StructureFlood, st.just(rid), min_chars=st.integers(2, 40), every_bytes=_EVERY,
+                  **common),
+        st.integers(1, 12).flatmap(lambda n: st.builds(
+            SegmentRepeat, st.just(rid), window=st.just(n), top=st.integers(1, 4),
+            min_count=st.integers(1, n), min_letters=st.integers(0, 6), every_bytes=_EVERY,
+            **common)),
         st.integers(3, 12).flatmap(lambda n: st.builds(
             VocabCollapse, st.just(rid), words=st.just(n), max_distinct=st.integers(1, n - 1),
             every_bytes=_EVERY, **common)),

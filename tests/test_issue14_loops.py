@@ -62,8 +62,11 @@ def test_near_variants_with_a_counter_are_stopped(engine: ModuleType) -> None:
     # (ten lines that differ only in a number are a loop to the defaults, unrolled code too)
     text = PROSE + "".join(f"{k}. Ilan\n" for k in range(12, 101))
     found = _run(engine, text)
-    assert any(d.rule == "near-repeat" for d in found)   # the reminder comes first
-    assert _aborts(found)[0].rule == "near-repeat-long"
+    first = _aborts(found)[0]
+    # twelve copies of one skeleton: SegmentRepeat's near-lines stops it before BlockRepeat's
+    # near-repeat-long (ten copies over 600 characters) would
+    assert first.rule == "near-lines" and first.line.endswith(". Ilan")
+    assert first.offset < len(PROSE) + 12 * len("12. Ilan\n") + 256
     classes = "".join(f"class MyClass{k}:\n    def get(self):\n        return {k}\n\n"
                       for k in range(2, 40))
     found = _aborts(_run(engine, PROSE + "```python\n" + classes))
@@ -138,3 +141,132 @@ def test_bad_parameter_types_name_the_field() -> None:
         cc.BlockRepeat("b", near=1)  # type: ignore[arg-type]
     with pytest.raises(RuleTypeError, match="words"):
         cc.VocabCollapse("v", words="80")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- SegmentRepeat
+
+def test_a_line_whose_changing_part_is_a_word_is_stopped(engine: ModuleType) -> None:
+    # the real shape: a counter and a word that flips between two values, in no fixed order
+    flips = "has had had has has had has had had had has has had has".split()
+    text = PROSE + "".join(f"- Item {k + 3}: Pia {w} the value {k * 7}\n"
+                           for k, w in enumerate(flips))
+    found = _aborts(_run(engine, text))
+    assert found and found[0].kind == "segment-repeat"
+    assert found[0].line.startswith("- Item ")
+    assert found[0].offset < len(text)
+
+
+def test_numbered_short_chinese_names_cycling_are_stopped(engine: ModuleType) -> None:
+    # from a real reply of SmolLM2: five names cycling with a counter, 3.8 ideographs a line
+    names = ["移访", "杨杉万军", "北京韩苏博士", "宁苏卜榆", "千美容"]
+    text = "以下是名单：\n" + "".join(f"{k + 13}. {names[k % 5]}\n" for k in range(88))
+    found = _aborts(_run(engine, text))
+    assert found and found[0].kind == "segment-repeat"
+    assert found[0].offset < len(text) * 3 // 4     # the real reply ran on to 100
+
+
+def test_a_near_variant_recurring_between_other_lines_gets_a_reminder(engine: ModuleType) -> None:
+    others = [f"The {w} module was read and nothing else changed there.\n"
+              for w in "parser lexer cache store index router queue pool driver shell".split()]
+    text = PROSE + "".join(f"Retrying the build with the same flags (attempt {k + 2}).\n"
+                           + others[k % len(others)] + others[(k * 3 + 1) % len(others)]
+                           for k in range(14))
+    found = [d for d in _run(engine, text) if d.rule == "near-recurring"]
+    assert found and found[0].action == "remind" and found[0].count >= 10
+
+
+@pytest.mark.parametrize("rows", [
+    # a table whose rows change only their numbers, three letters a row
+    "".join(f"| row {i} | {i * 7 % 13} |\n" for i in range(60)),
+    # a schedule of weekdays: three letters a line never counts
+    "".join(f"| {d} | 9:{i % 6}0 | 17:00 |\n" for i in range(8)
+            for d in ("Mon", "Tue", "Wed", "Thu", "Fri")),
+    # a timetable of six weeks: five day names cycling with their hours
+    "".join(f"| {w} | {d} | {8 + w % 2}:00 | 17:00 |\n" for w in range(1, 7)
+            for d in ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")),
+    "".join(f"| {w} | {d} | {8 + w % 2}:00 | 17:00 |\n" for w in range(1, 7)
+            for d in ("星期一", "星期二", "星期三", "星期四", "星期五")),
+    # a templated listing whose numbers carry the content (numbers count as words: without
+    # them these lines hold six words, a collapse to VocabCollapse)
+    "".join(f"Item {i}: the value is {i * 37 % 101}, noted as {chr(65 + i % 26)}.\n"
+            for i in range(60)),
+    # test asserts: one word changes each line, always to a new one
+    "".join(f'    assert is_valid("{w}_{v}")\n' for w in ("alpha", "beta", "gamma", "delta")
+            for v in ("one", "two", "three", "four", "five", "six", "seven", "eight")),
+])
+def test_near_variants_of_distinct_items_are_not_aborted(engine: ModuleType, rows: str) -> None:
+    assert _aborts(_run(engine, "Data:\n\n" + rows)) == []
+
+
+def test_segment_repeat_evidence_and_its_sentences() -> None:
+    rule = cc.SegmentRepeat("s", window=6, top=2, min_count=6)
+    text = "".join(f"Checking {'left' if k % 3 else 'right'} side {k}.\n" for k in range(12))
+    nat = cc.Ruleset([rule]).replay(text)
+    ref = reference.Ruleset([rule]).replay(text)
+    assert nat == ref and len(nat) == 1
+    d = nat[0]
+    assert (d.kind, d.count, d.total) == ("segment-repeat", 6, 6)
+    assert d.line.startswith("Checking ")
+    from contextcare.cli import format_evidence
+    from contextcare.notices import describe
+    assert "Checking" in describe(d, "en") and "6 of the last 6" in describe(d, "en")
+    assert "Checking" in describe(d, "zh")
+    assert "6 of the last 6" in format_evidence(d)
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"window": 0}, "window"),
+    ({"window": 5000}, "window"),
+    ({"top": 0}, "top"),
+    ({"window": 8, "min_count": 9}, "min_count"),
+    ({"min_count": 0}, "min_count"),
+    ({"min_letters": -1}, "min_letters"),
+    ({"every_bytes": 5000}, "every_bytes"),
+])
+def test_segment_repeat_bad_parameters_name_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(RuleValueError, match=field):
+        cc.SegmentRepeat("s", **kwargs)
+
+
+def test_segment_repeat_bad_types_name_the_field() -> None:
+    with pytest.raises(RuleTypeError, match="window"):
+        cc.SegmentRepeat("s", window="16")  # type: ignore[arg-type]
+    with pytest.raises(RuleTypeError, match="top"):
+        cc.SegmentRepeat("s", top=1.5)  # type: ignore[arg-type]
+
+
+def test_segment_repeat_from_toml() -> None:
+    from contextcare.tomlrules import loads_rules
+    rules, _ = loads_rules('[[rules]]\ntype = "SegmentRepeat"\nid = "n"\nwindow = 8\n'
+                           'top = 1\nmin_count = 6\n')
+    assert rules == [cc.SegmentRepeat("n", window=8, top=1, min_count=6)]
+
+
+# --------------------------------------------------------------------------- StructureFlood
+
+def test_a_flood_of_lines_without_words_gets_a_reminder(engine: ModuleType) -> None:
+    # from a real reply of SmolLM2: a YAML comment marker on 300 lines, no word character
+    text = "```yaml\n# Kubernetes 20 containers\n\n" + "# \n" * 300
+    found = [d for d in _run(engine, text) if d.kind == "structure-flood"]
+    assert found and found[0].action == "remind"
+    assert (found[0].line, found[0].total) == ("#", 600)
+    assert _aborts(_run(engine, text)) == []
+
+
+@pytest.mark.parametrize("text", [
+    # an ASCII table: a border after every row, but the rows have words
+    "".join(f"+------+------+\n| r{i}   | {i}    |\n" for i in range(80)),
+    # a long divider between sections
+    "Intro.\n" + "=" * 400 + "\nThe end.\n",
+])
+def test_structure_with_words_close_by_is_no_flood(engine: ModuleType, text: str) -> None:
+    assert [d for d in _run(engine, text) if d.kind == "structure-flood"] == []
+
+
+def test_structure_flood_bad_parameters_name_the_field() -> None:
+    with pytest.raises(RuleValueError, match="min_chars"):
+        cc.StructureFlood("f", min_chars=1)
+    with pytest.raises(RuleValueError, match="every_bytes"):
+        cc.StructureFlood("f", every_bytes=0)
+    with pytest.raises(RuleTypeError, match="min_chars"):
+        cc.StructureFlood("f", min_chars="600")  # type: ignore[arg-type]

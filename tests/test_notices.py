@@ -37,6 +37,10 @@ SAMPLES = {
                               line="class MyClass2:", period=7, repeats=4, total=118),
     "vocab-collapse": Detection("vocab-collapse", "vocab-collapse", "abort", "text", 900,
                                 line="items its itemsThe items", count=6, total=80),
+    "structure-flood": Detection("structure-flood", "structure-flood", "remind", "combined",
+                                 936, line="#", total=600),
+    "segment-repeat": Detection("near-lines", "segment-repeat", "abort", "combined", 700,
+                                line="- Item 14: Pia had the value 77", count=11, total=12),
 }
 
 #: The numbers each sample's text may show: its evidence values and the rounded percentage.
@@ -49,6 +53,8 @@ ALLOWED_NUMBERS = {
     "tail-repeat": {"57"},
     "block-repeat": {"7", "4", "118", "2"},
     "vocab-collapse": {"6", "80"},
+    "segment-repeat": {"11", "12", "14", "77"},
+    "structure-flood": {"600"},
 }
 
 EVIDENCE_TEXT = {
@@ -57,6 +63,8 @@ EVIDENCE_TEXT = {
     "line-cycle": ["（输出。）", "**做。**", "go."], "filler-lines": [],
     "prefix-monotony": ["嗯，"], "tail-repeat": ["the \\n"],
     "block-repeat": ["class MyClass2:"], "vocab-collapse": ["items its itemsThe items"],
+    "segment-repeat": ["- Item 14: Pia had the value 77"],
+    "structure-flood": ["600"],
 }
 
 STOPPED_BY_SYSTEM = {"en": "stopped by the system", "zh": "被系统中止"}

@@ -9,6 +9,8 @@ import pytest
 from contextcare import (
     BlockRepeat,
     ContextAnxiety,
+    SegmentRepeat,
+    StructureFlood,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -85,6 +87,17 @@ near = true
 min_repeats = 5
 
 [[rules]]
+type = "StructureFlood"
+id = "sf"
+min_chars = 300
+
+[[rules]]
+type = "SegmentRepeat"
+id = "sr"
+window = 20
+top = 3
+
+[[rules]]
 type = "VocabCollapse"
 id = "vc"
 words = 120
@@ -102,6 +115,8 @@ action = "remind"
         PrefixMonotony("pm", delimiters=":"),
         TailRepeat("tr", max_period=32),
         BlockRepeat("br", near=True, min_repeats=5),
+        StructureFlood("sf", min_chars=300),
+        SegmentRepeat("sr", window=20, top=3),
         VocabCollapse("vc", words=120, action="remind"),
     ]
     assert {type(r).__name__ for r in rules} == set(RULE_TYPES)

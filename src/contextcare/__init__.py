@@ -31,6 +31,8 @@ from .rules import (
     Phrases,
     PrefixMonotony,
     Rule,
+    SegmentRepeat,
+    StructureFlood,
     TailRepeat,
     TimeAnxiety,
     VocabCollapse,
@@ -41,7 +43,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Ruleset", "Watcher", "Detection", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
-    "BlockRepeat", "VocabCollapse", "default_rules", "default_ruleset", "ContextCareError",
+    "BlockRepeat", "SegmentRepeat", "StructureFlood", "VocabCollapse",
+    "default_rules", "default_ruleset", "ContextCareError",
     "ArgumentTypeError", "ArgumentValueError", "RuleValueError", "RuleTypeError",
     "Guard", "Reply", "Abort", "Remind", "Partial",
     "__version__",

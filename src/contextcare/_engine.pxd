@@ -16,6 +16,8 @@ cdef extern from "engine.h" nogil:
         CC_K_TAIL_REPEAT
         CC_K_BLOCK_REPEAT
         CC_K_VOCAB_COLLAPSE
+        CC_K_SEGMENT_REPEAT
+        CC_K_STRUCTURE_FLOOD
     enum:
         CC_OK
         CC_ERR_NOMEM
@@ -58,7 +60,7 @@ cdef extern from "engine.h" nogil:
         uint32_t ndelimiters
         uint32_t window_chars, max_period, min_repeats, min_chars
         int near
-        uint32_t min_letters, words, max_distinct
+        uint32_t min_letters, words, max_distinct, window
 
     ctypedef struct cc_compile_error:
         int status

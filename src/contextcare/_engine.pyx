@@ -76,6 +76,8 @@ _DETECTORS = {
     "tail-repeat": CC_K_TAIL_REPEAT,
     "block-repeat": CC_K_BLOCK_REPEAT,
     "vocab-collapse": CC_K_VOCAB_COLLAPSE,
+    "segment-repeat": CC_K_SEGMENT_REPEAT,
+    "structure-flood": CC_K_STRUCTURE_FLOOD,
 }
 _STATUS = {CC_ERR_NOMEM: "nomem", CC_ERR_LIMIT: "limit", CC_ERR_INVALID: "invalid",
            CC_ERR_TOO_BIG: "too-big"}
@@ -144,6 +146,7 @@ cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
     s.min_letters = spec.get("min_letters", 0)
     s.words = spec.get("words", 0)
     s.max_distinct = spec.get("max_distinct", 0)
+    s.window = spec.get("window", 0)
     if spec.get("fillers"):
         points = _code_points(spec["fillers"], keep)
         s.fillers, s.nfillers = &points[0], len(points)

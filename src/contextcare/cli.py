@@ -135,6 +135,10 @@ def _block_evidence(d: Detection) -> str:
     return f"a {d.period}-line block from {_quote(d.line or '')} ×{d.repeats} back to back{size}"
 
 
+def _segment_evidence(d: Detection) -> str:
+    return f"{_quote(d.line or '')} and its near-variants: {d.count} of the last {d.total} lines"
+
+
 def _vocab_evidence(d: Detection) -> str:
     return f"{d.count} distinct words in the last {d.total}: {_quote(d.line or '')}"
 
@@ -152,6 +156,10 @@ def format_evidence(d: Detection, unit: str | None = None, line: str | None = No
         return _block_evidence(d)
     if kind == "vocab-collapse":
         return _vocab_evidence(d)
+    if kind == "segment-repeat":
+        return _segment_evidence(d)
+    if kind == "structure-flood":
+        return f"no word in the last {d.total} characters: {_quote(d.line or '')}"
     if d.phrase is not None:
         return _quote(d.phrase)
     if d.line is not None:

@@ -195,6 +195,21 @@ def _en_block_repeat(d: Detection, where: str, share: str) -> str | None:
             f" back at the end of {where}{size}")
 
 
+def _en_segment_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.count is None or d.total is None:
+        return None
+    quote = f' such as "{_show(d.line)}"' if d.line else ""
+    return (f"{d.count} of the last {d.total} lines or sentences of {where} are the same few"
+            f" lines with only a number or a word changed{quote}")
+
+
+def _en_structure_flood(d: Detection, where: str, share: str) -> str | None:
+    if d.total is None:
+        return None
+    quote = f' (lines such as "{_show(d.line)}")' if d.line else ""
+    return f"the last {d.total} characters of {where} hold no word at all{quote}"
+
+
 def _en_vocab_collapse(d: Detection, where: str, share: str) -> str | None:
     if d.count is None or d.total is None:
         return None
@@ -208,6 +223,7 @@ _EN_EVIDENCE: dict[str, _Wording] = {
     "line-cycle": _en_line_cycle, "filler-lines": _en_filler_lines,
     "prefix-monotony": _en_prefix_monotony, "tail-repeat": _en_tail_repeat,
     "block-repeat": _en_block_repeat, "vocab-collapse": _en_vocab_collapse,
+    "segment-repeat": _en_segment_repeat, "structure-flood": _en_structure_flood,
 }
 
 
@@ -369,6 +385,21 @@ def _zh_block_repeat(d: Detection, where: str, share: str) -> str | None:
             f"{times}{size}")
 
 
+def _zh_segment_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.count is None or d.total is None:
+        return None
+    quote = f"，例如“{_show(d.line)}”" if d.line else ""
+    return (f"{where}最近 {d.total} 行（句）里有 {d.count} 行只是同样几行换了数字或一个词"
+            f"{quote}")
+
+
+def _zh_structure_flood(d: Detection, where: str, share: str) -> str | None:
+    if d.total is None:
+        return None
+    quote = f"（例如“{_show(d.line)}”这样的行）" if d.line else ""
+    return f"{where}最后 {d.total} 个字符里没有一个字或词{quote}"
+
+
 def _zh_vocab_collapse(d: Detection, where: str, share: str) -> str | None:
     if d.count is None or d.total is None:
         return None
@@ -382,6 +413,7 @@ _ZH_EVIDENCE: dict[str, _Wording] = {
     "line-cycle": _zh_line_cycle, "filler-lines": _zh_filler_lines,
     "prefix-monotony": _zh_prefix_monotony, "tail-repeat": _zh_tail_repeat,
     "block-repeat": _zh_block_repeat, "vocab-collapse": _zh_vocab_collapse,
+    "segment-repeat": _zh_segment_repeat, "structure-flood": _zh_structure_flood,
 }
 
 

@@ -14,6 +14,8 @@ from .rules import (
     LineRepeat,
     PrefixMonotony,
     Rule,
+    SegmentRepeat,
+    StructureFlood,
     TailRepeat,
     TimeAnxiety,
     VocabCollapse,
@@ -40,10 +42,14 @@ def default_rules() -> list[Rule]:
     Abort: ``line-repeat`` (30 of 80 lines and 35 %, or a run of 12), ``tail-repeat`` (a unit of up to 256 characters repeated back to back, newlines
     or not), ``block-repeat`` (a block of up to 128 lines or sentences repeated three times back
     to back, over at least 60 characters, fenced code included), ``near-repeat-long`` (a unit
-    of up to 32 lines repeated ten times with only its numbers changed) and ``vocab-collapse``
-    (80 words with at most 8 distinct ones, outside code fences).
+    of up to 32 lines repeated ten times with only its numbers changed), ``vocab-collapse``
+    (80 words with at most 8 distinct ones, outside code fences), ``near-lines`` (the last 12
+    lines or sentences on at most 2 skeletons: a number or a word flipping between a few values)
+    and ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter).
     Remind: ``near-repeat`` (a unit of up to 64 lines repeated four times with only its numbers
-    changed), ``line-repeat-gentle`` (15 lines and 20 %),
+    changed), ``near-recurring`` (one skeleton on 10 of the last 32 lines, others between),
+    ``structure-flood`` (600 characters without a word character),
+    ``line-repeat-gentle`` (15 lines and 20 %),
     ``line-cycle``, ``filler-lines``, ``prefix-monotony``, ``time-anxiety`` and
     ``context-anxiety`` (reasoning channel only).
 
@@ -57,8 +63,13 @@ def default_rules() -> list[Rule]:
         BlockRepeat("block-repeat"),
         BlockRepeat("near-repeat-long", near=True, max_period=32, min_repeats=10, min_chars=600),
         VocabCollapse("vocab-collapse"),
+        SegmentRepeat("near-lines", window=12, top=2, min_count=12, every_bytes=256),
+        SegmentRepeat("near-cycle", window=60, top=6, min_count=60, every_bytes=256),
         BlockRepeat("near-repeat", near=True, max_period=64, min_repeats=4, min_chars=200,
                     action="remind"),
+        SegmentRepeat("near-recurring", window=32, top=1, min_count=10, min_letters=8,
+                      every_bytes=1024, action="remind"),
+        StructureFlood("structure-flood"),
         LineRepeat("line-repeat-gentle", min_lines=30, min_count=15, min_ratio=0.2, min_run=0,
                    action="remind"),
         LineCycle("line-cycle"),

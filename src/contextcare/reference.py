@@ -36,6 +36,8 @@ from .rules import (
     FINISHED_MESSAGE,
     QUOTE_CHARS,
     BlockRepeat,
+    SegmentRepeat,
+    StructureFlood,
     FillerLines,
     LineCycle,
     LineRepeat,
@@ -122,6 +124,15 @@ def _letters(stripped: str) -> int:
     return sum(1 for c in stripped if _is_word_char(c) and not "0" <= c <= "9")
 
 
+def _wide(stripped: str) -> int:
+    """1 when the first letter (word character other than an ASCII digit) is at U+3040 or above
+    (kana, CJK, Hangul), else 0."""
+    for c in stripped:
+        if _is_word_char(c) and not "0" <= c <= "9":
+            return 1 if c >= "\u3040" else 0
+    return 0
+
+
 @dataclass(frozen=True)
 class _Segment:
     """A completed segment with a word character, as BlockRepeat compares it."""
@@ -131,6 +142,7 @@ class _Segment:
     gap: int       # characters from the end of the previous kept segment to the end of this one
     raw: int       # characters of this segment (with its whitespace and terminator)
     letters: int
+    wide: int      # 1: its first letter is at U+3040 or above (SegmentRepeat counts letters twice)
 
 
 # --------------------------------------------------------------------------- compiled ruleset
@@ -161,6 +173,13 @@ class _ViewPlan:
     words: int = 0      # words kept for VocabCollapse (0: the view does not cut words)
 
 
+def _segments_kept(rule: Rule) -> int:
+    """Segments a view keeps for one of its segment rules."""
+    if isinstance(rule, SegmentRepeat):
+        return rule.window
+    return rule.max_period * rule.min_repeats  # type: ignore[attr-defined]
+
+
 def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
     exact: dict[str, list[_PhraseEntry]] = {}
     folded: dict[str, list[_PhraseEntry]] = {}
@@ -175,9 +194,10 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
             windowed.append(index)
             reads = _DETECTORS[rule.detector][1]
             if reads == "tail":
-                recent = max(recent, rule.window_chars)  # type: ignore[attr-defined]
+                recent = max(recent, rule.min_chars if isinstance(rule, StructureFlood)
+                             else rule.window_chars)  # type: ignore[attr-defined]
             elif reads == "segments":
-                segments = max(segments, rule.max_period * rule.min_repeats)  # type: ignore[attr-defined]
+                segments = max(segments, _segments_kept(rule))
             elif reads == "words":
                 words = max(words, rule.words)  # type: ignore[attr-defined]
             continue
@@ -587,7 +607,8 @@ class Watcher:
             return
         # lengths and letters count up to 65535 (the native engine keeps them in 16 bits)
         view.segments.append(_Segment(stripped, _skeleton(stripped), min(view.tail_gap, 65535),
-                                      min(len(raw), 65535), min(_letters(stripped), 65535)))
+                                      min(len(raw), 65535), min(_letters(stripped), 65535),
+                                      _wide(stripped)))
         view.tail_gap = 0
         view.seg_serial += 1
         if len(view.segments) > plan.segments:
@@ -899,6 +920,20 @@ def _tail_repeat(rule: TailRepeat, recent: str) -> dict[str, Any] | None:
 
 
 
+def _structure_flood(rule: StructureFlood, recent: str) -> dict[str, Any] | None:
+    if len(recent) < rule.min_chars:
+        return None
+    tail = recent[-rule.min_chars:]
+    if any(_is_word_char(c) for c in tail):
+        return None
+    line = ""
+    for piece in reversed(tail.split("\n")):
+        if piece.strip():
+            line = piece.strip()[:EVIDENCE_LINE_CHARS]
+            break
+    return {"line": line, "total": rule.min_chars}
+
+
 def _quote(view: _ViewState, back: int) -> str | None:
     """The view's text from ``back`` characters before its end (None when not kept)."""
     if back > QUOTE_CHARS or back > view.chars:
@@ -944,6 +979,30 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
     return None
 
 
+def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | None:
+    segs = list(view.segments)
+    if len(segs) < rule.window:
+        return None
+    last = segs[len(segs) - rule.window:]
+    counts: dict[str, int] = {}
+    newest: dict[str, int] = {}          # skeleton -> its newest index (0 = newest segment)
+    for k, seg in enumerate(reversed(last)):
+        if seg.letters << seg.wide < rule.min_letters:
+            continue
+        counts[seg.skeleton] = counts.get(seg.skeleton, 0) + 1
+        newest.setdefault(seg.skeleton, k)
+    ranked = sorted(counts, key=lambda sk: (-counts[sk], newest[sk]))
+    covered = sum(counts[sk] for sk in ranked[:rule.top])
+    if covered < rule.min_count:
+        return None
+    k = newest[ranked[0]]
+    rev = list(reversed(last))
+    back = view.tail_gap + sum(s.gap for s in rev[:k]) + rev[k].raw
+    text = _quote(view, back)
+    line = text[:rev[k].raw].strip()[:EVIDENCE_LINE_CHARS] if text is not None else ""
+    return {"line": line, "count": covered, "total": rule.window}
+
+
 def _vocab_collapse(rule: VocabCollapse, view: _ViewState) -> dict[str, Any] | None:
     if len(view.words) < rule.words:
         return None
@@ -968,4 +1027,6 @@ _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] =
     "tail-repeat": (_tail_repeat, "tail"),
     "block-repeat": (_block_repeat, "segments"),
     "vocab-collapse": (_vocab_collapse, "words"),
+    "segment-repeat": (_segment_repeat, "segments"),
+    "structure-flood": (_structure_flood, "tail"),
 }

@@ -531,6 +531,37 @@ class TailRepeat(Rule):
         _int(self, "min_chars", 2, self.window_chars)
 
 
+@dataclass(frozen=True, slots=True)
+class StructureFlood(Rule):
+    """The last ``min_chars`` characters of the view hold no word character: a flood of
+    punctuation, symbols, box drawing or whitespace (``# `` on 300 lines, ``----`` without end,
+    blank lines). Such lines never count for the line rules, so this is what sees them.
+
+    Looks at the text since the last channel switch (combined view), inside code fences too.
+    Evidence: ``line`` (the last line of the flood that is not blank, stripped, 40 characters)
+    and ``total`` (``min_chars``).
+    """
+
+    kind: ClassVar[str] = "structure-flood"
+    detector: ClassVar[str] = "structure-flood"
+    windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("line", "total")
+    engine_fields: ClassVar[tuple[str, ...]] = ("every_bytes", "min_chars")
+    topic: ClassVar[str] = "loop"
+
+    id: str
+    _: KW_ONLY
+    min_chars: int = 600
+    every_bytes: int = 1024
+    channel: str = "combined"
+    action: str = "remind"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "min_chars", 2, _limits.MAX_WINDOW_CHARS)
+
+
 #: Most segments a view keeps for its BlockRepeat rules (max_period x min_repeats).
 MAX_BLOCK_SEGMENTS: int = _limits.MAX_BLOCK_SEGMENTS
 #: Largest every_bytes of a BlockRepeat or VocabCollapse rule: the view reads the characters since
@@ -627,11 +658,56 @@ class VocabCollapse(Rule):
         _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentRepeat(Rule):
+    """Near-variant segments that keep coming back, in any order: among the last ``window``
+    segments (as BlockRepeat cuts them), the ``top`` most frequent *skeletons* cover at least
+    ``min_count`` segments.
+
+    A skeleton is BlockRepeat's (digit runs -> ``#``, ASCII letters lower-cased, whitespace runs
+    -> one space), so ``Retrying (attempt 7).`` / ``(attempt 8).`` are one skeleton, and a line
+    whose changing word takes a few values (``has`` / ``had``), a numbered list of a few names
+    cycling or a retry line with other lines between all leave few skeletons covering many
+    segments. Segments with fewer than ``min_letters`` letters (word characters other than ASCII
+    digits; twice as many when the first letter is kana, CJK or Hangul) never count, so ``| row # | # |``, ``# x # = #`` or a
+    counter stay quiet. Inside code fences too. Evidence: ``line`` (the newest segment of the most
+    frequent skeleton, from its start, 40 characters), ``count`` (segments covered), ``total``
+    (``window``).
+    """
+
+    kind: ClassVar[str] = "segment-repeat"
+    detector: ClassVar[str] = "segment-repeat"
+    windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("line", "count", "total")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "window", "top", "min_count", "min_letters")
+    topic: ClassVar[str] = "loop"
+
+    id: str
+    _: KW_ONLY
+    window: int = 16
+    top: int = 2
+    min_count: int = 16
+    min_letters: int = 4
+    every_bytes: int = 128
+    channel: str = "combined"
+    action: str = "abort"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "window", 1, MAX_BLOCK_SEGMENTS)
+        _int(self, "top", 1, _limits.MAX_CYCLE_TOP)
+        _int(self, "min_count", 1, self.window)
+        _int(self, "min_letters", 0, _MAX_COUNT)
+        _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
+
+
 #: Every rule class, in the order the documentation lists them. A new rule kind is added here
 #: (and in the engines: see README, "Architecture").
 RULE_TYPES: tuple[type[Rule], ...] = (
     Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
-    PrefixMonotony, TailRepeat, BlockRepeat, VocabCollapse,
+    PrefixMonotony, TailRepeat, StructureFlood, BlockRepeat, SegmentRepeat, VocabCollapse,
 )
 #: The rule class of each detection kind.
 KINDS: dict[str, type[Rule]] = {cls.kind: cls for cls in RULE_TYPES}

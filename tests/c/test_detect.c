@@ -189,6 +189,54 @@ static void test_vocab_collapse(void) {
     cc_ring_free(&ring);
 }
 
+static void test_segment_repeat(void) {
+    cc_rule_spec r = {0};
+    r.kind = CC_K_SEGMENT_REPEAT;
+    r.window = 6, r.top = 2, r.min_count = 6, r.min_letters = 4;
+    eng_finding f = {0};
+    uint64_t seen = 0;
+    /* a word flips between two values, a counter runs: two skeletons cover the window */
+    const char *text = "Intro line here.\nPia has 1 keys\nPia had 2 keys\nPia has 3 keys\n"
+                       "Pia had 4 keys\nPia had 5 keys\nPia has 6 keys\n";
+    cc_ring ring = {0};
+    cc_segscan *s = scanned(&ring, text, 8, 0);
+    CHECK(eng_detect_segment_repeat(s, &ring, strlen(text), &r, &f, &seen) == 1);
+    CHECK(f.count == 6 && f.total == 6 && f.ncps == 14 && f.cps[0] == 'P' && f.cps[5] == 'a');
+    r.top = 1; /* a miss at the second skeleton (the newest two), which stays 4 more segments */
+    seen = 100;
+    CHECK(eng_detect_segment_repeat(s, &ring, strlen(text), &r, &f, &seen) == 0);
+    CHECK(seen == 100 + 5 - 1);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    /* distinct lines: the check stops at the third skeleton, which stays for 4 more segments */
+    const char *prose = "one line here\nanother line\nand a third\nand a fourth one\n"
+                        "the fifth line\nthe sixth line\n";
+    s = scanned(&ring, prose, 8, 0);
+    r.top = 2;
+    seen = 0;
+    CHECK(eng_detect_segment_repeat(s, &ring, strlen(prose), &r, &f, &seen) == 0);
+    CHECK(seen == 6 - 2 - 1);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+}
+
+static void test_structure_flood(void) {
+    cc_ring ring = {0};
+    cc_rule_spec r = {0};
+    eng_finding f = {0};
+    r.kind = CC_K_STRUCTURE_FLOOD, r.min_chars = 12;
+    CHECK(cc_ring_ready(&ring, 64, 0) == 0);
+    const char *text = "words\n# \n# \n# \n# \n# \n";
+    uint32_t n = (uint32_t)strlen(text);
+    for (uint32_t i = 0; i < n; i++) cc_ring_put(&ring, (unsigned char)text[i]);
+    CHECK(eng_detect_structure_flood(&ring, n, &r, &f) == 1);
+    CHECK(f.total == 12 && f.ncps == 1 && f.cps[0] == '#');
+    CHECK(eng_detect_structure_flood(&ring, 11, &r, &f) == 0); /* not that much since a switch */
+    r.min_chars = 18; /* reaches back to "words" */
+    CHECK(eng_detect_structure_flood(&ring, n, &r, &f) == 0);
+    cc_ring_free(&ring);
+}
+
 int main(void) {
     test_line_repeat();
     test_line_cycle();
@@ -197,6 +245,8 @@ int main(void) {
     test_tail_repeat();
     test_block_repeat();
     test_vocab_collapse();
+    test_segment_repeat();
+    test_structure_flood();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("all detector checks passed\n");
     return failures ? 1 : 0;
