@@ -142,7 +142,7 @@ static inline void end_word(cc_segscan *s, int mask_fences) {
     if (!s->in_word) return;
     s->in_word = 0;
     if (mask_fences && s->fence_inside) return;
-    s->words[s->wpos] = s->hw;
+    s->words[s->wpos] = (s->hw & ~1u) | (s->w_letters >= 2);
     s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
     if (s->wn < s->wcap) s->wn++;
     s->word_serial++;
@@ -278,8 +278,10 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
                 s->in_word = 1;
                 s->word_start = index;
                 s->hw = H32_OFFSET;
+                s->w_letters = 0;
             }
             s->hw = h32(s->hw, fold(cp));
+            if (!(cls & C_DIGIT) && s->w_letters < 2) s->w_letters++;
         } else {
             end_word(s, mask_fences);
         }
@@ -326,6 +328,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                     t->in_word = 1;
                     t->word_start = index;
                     t->hw = H32_OFFSET;
+                    t->w_letters = 0;
                 }
                 /* a letter never opens a fence line; it ends the recogniser's hopes */
                 t->fence_st = FST_NO;
@@ -383,7 +386,11 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 t->in_digits = 0;
                 t->prev_end = 0;
             }
-            if (need_w) t->hw = hw;
+            if (need_w) {
+                t->hw = hw;
+                /* the run holds letters only (plain_word excludes digits) */
+                t->w_letters = (uint8_t)(t->w_letters + run >= 2 ? 2 : t->w_letters + run);
+            }
             continue;
         }
         if (cp == ' ' && !t->prev_end) {
@@ -499,11 +506,12 @@ int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, 
     if (s->wn < nwords) return 0;
     uint32_t seen[64], *d = max_distinct < 64 ? seen : malloc((max_distinct + 1) * sizeof *d);
     if (!d) return -1;
-    uint32_t nd = 0;
+    uint32_t nd = 0, lexical = 0;
     int hit = 1;
     for (uint32_t k = 0; k < nwords && hit; k++) {
         uint32_t i = s->wpos > k ? s->wpos - 1 - k : s->wpos + s->wcap - 1 - k;
         uint32_t h = s->words[i], j;
+        lexical += h & 1u;
         for (j = 0; j < nd; j++)
             if (d[j] == h) break;
         if (j == nd) {
@@ -512,7 +520,9 @@ int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, 
         }
     }
     if (d != seen) free(d);
-    if (!hit) return 0;
+    /* a window of mostly numbers and one-letter cells (a 0/1 grid, a spaced DNA sequence) is
+     * data, not a collapse */
+    if (!hit || 2 * (uint64_t)lexical < nwords) return 0;
     *distinct = nd;
     *line_chars = 0;
     uint64_t start = s->wsn < 8 ? s->wstart[0] : s->wstart[s->wspos];

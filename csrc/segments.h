@@ -28,6 +28,7 @@ typedef struct cc_segscan {
     uint8_t started, in_digits, pend_space, prev_end, prev_digit;
     /* the pending word */
     uint8_t in_word;
+    uint8_t w_letters; /* letters (word characters but ASCII digits) of the pending word, up to 2 */
     uint32_t hw;
     uint64_t word_start;
     /* fence state of the current line (words inside fences are left out when masking) */
@@ -44,7 +45,8 @@ typedef struct cc_segscan {
      * every byte is written twice, scap apart, so the last scap are contiguous for memchr) */
     uint8_t *fpe, *fps;
     uint32_t fpos;
-    /* kept words */
+    /* kept words: the folded hash with its lowest bit replaced by 1 when the word has two
+     * letters or more (a *lexical* word; numbers and one-letter cells are not) */
     uint32_t wcap, wn, wpos;
     uint64_t word_serial;
     uint32_t *words;

@@ -83,6 +83,51 @@ def test_vocabulary_collapse_is_stopped(engine: ModuleType) -> None:
     assert found and found[0].rule == "vocab-collapse" and found[0].count <= 5
 
 
+def _grid(rng: object, cells: str, rows: int, cols: int, sep: str = " ") -> str:
+    return "\n".join(sep.join(rng.choice(cells) for _ in range(cols))  # type: ignore[attr-defined]
+                     for _ in range(rows))
+
+
+@pytest.mark.parametrize("make", [
+    # a maze, an adjacency matrix or a bitmap of 0/1 cells outside a fence
+    lambda rng: "The maze (1 = wall):\n" + _grid(rng, "01", 16, 16),
+    lambda rng: "Adjacency matrix:\n" + "\n".join(
+        "[" + _grid(rng, "01", 1, 12, ", ") + "]," for _ in range(12)),
+    # a spaced DNA sequence, a board of one-letter cells
+    lambda rng: "The sequence: " + _grid(rng, "ACGT", 1, 200) + ".",
+    lambda rng: "Board:\n" + _grid(rng, "XO.", 12, 12),
+], ids=["maze", "adjacency", "dna", "board"])
+def test_a_grid_of_numbers_or_one_letter_cells_is_data_not_a_collapse(
+        engine: ModuleType, make: object) -> None:
+    import random
+
+    text = make(random.Random(7))  # type: ignore[operator]
+    assert not [d for d in _run(engine, text) if d.rule == "vocab-collapse"]
+
+
+def test_a_collapse_counts_when_half_of_its_words_are_lexical(engine: ModuleType) -> None:
+    import random
+
+    rule = cc.VocabCollapse("vc", words=40, max_distinct=6, every_bytes=16)
+
+    def fires(text: str) -> bool:
+        w = engine.Ruleset([rule], **DEFAULT_OPTIONS).watcher()
+        found = [d for i in range(0, len(text), 2) for d in w.feed(text[i:i + 2])]
+        return bool(found + list(w.finish()))
+
+    rng = random.Random(3)
+    # one lexical word to one number: a collapse (2 words and 2 numbers, 4 distinct)
+    half = " ".join(f"{rng.choice(['items', 'its'])} {rng.choice('12')}" for _ in range(40))
+    assert fires(half)
+    # one lexical word to two one-character cells: data
+    third = " ".join(f"{rng.choice(['items', 'its'])} {rng.choice('12')} {rng.choice('xy')}"
+                     for _ in range(40))
+    assert not fires(third)
+    # a letter plus digits is not lexical ("e4"), two letters with digits are ("ab12")
+    assert not fires(" ".join(rng.choice(["e4", "d5"]) for _ in range(80)))
+    assert fires(" ".join(rng.choice(["ab12", "cd34"]) for _ in range(80)))
+
+
 @pytest.mark.parametrize("loop", [
     "```css\n" + "  background-color: #f2f2f2;\n" * 60,
     "```yaml\n" + "    # Run the tests on every push to the main branch\n" * 60,

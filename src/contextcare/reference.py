@@ -1003,12 +1003,21 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     return {"line": line, "count": covered, "total": rule.window}
 
 
+def _lexical(word: str) -> bool:
+    return sum(1 for c in word if not "0" <= c <= "9") >= 2
+
+
 def _vocab_collapse(rule: VocabCollapse, view: _ViewState) -> dict[str, Any] | None:
     if len(view.words) < rule.words:
         return None
     last = list(view.words)[-rule.words:]
     distinct = len(set(last))
     if distinct > rule.max_distinct:
+        return None
+    # a window of mostly numbers and one-letter cells (a 0/1 grid, a spaced DNA sequence) is
+    # data, not a collapse: at least half its words must be lexical (two letters or more, a
+    # letter being a word character other than an ASCII digit)
+    if 2 * sum(1 for w in last if _lexical(w)) < rule.words:
         return None
     start = view.word_starts[0]
     text = _quote(view, view.chars - start)

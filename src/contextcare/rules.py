@@ -626,7 +626,9 @@ class BlockRepeat(Rule):
 @dataclass(frozen=True, slots=True)
 class VocabCollapse(Rule):
     """Output collapsed onto a handful of words: among the last ``words`` words of the view at
-    most ``max_distinct`` distinct ones (ASCII letters folded to lower case).
+    most ``max_distinct`` distinct ones (ASCII letters folded to lower case), at least half of
+    them lexical (two letters or more, a letter being a word character other than an ASCII
+    digit): a grid of ``0``/``1`` cells or a spaced DNA sequence is data, not a collapse.
 
     A word is a maximal run of word characters (ASCII letters and digits; above U+0080 any
     character that is not whitespace, general punctuation, symbols or CJK punctuation). Words
