@@ -538,6 +538,17 @@ def legit_template_list(rng: random.Random) -> str:
                    for i in range(rng.randint(40, 120)))
 
 
+def legit_grid(rng: random.Random) -> str:
+    """Data in one-character cells outside a fence: a 0/1 maze or adjacency matrix, a board."""
+    n = rng.randint(10, 20)
+    cells, title, sep = rng.choice([("01", "The maze (1 = wall):", " "),
+                                    ("01", "Adjacency matrix:", ", "),
+                                    ("XO.", "The board:", " "),
+                                    ("ACGT", "Aligned reads:", " ")])
+    return title + "\n" + "\n".join(sep.join(rng.choice(cells) for _ in range(n))
+                                     for _ in range(n)) + "\n"
+
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -564,6 +575,7 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "lyrics": legit_lyrics,
     "schedule": legit_schedule,
     "template-list": legit_template_list,
+    "grid": legit_grid,
 }
 
 
