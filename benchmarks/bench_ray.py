@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import logging
 import os
@@ -87,6 +88,13 @@ def single_process(paths: list[str]) -> tuple[float, int]:
     return time.perf_counter() - start, rows
 
 
+def _jsonl_bytes(path: str) -> int:
+    """The size of a trace file's JSON lines (gunzipped)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return len(gzip.decompress(data)) if data[:2] == b"\x1f\x8b" else len(data)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=40_000)
@@ -111,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = write_corpus(os.path.join(tmp, "corpus"), streams=args.streams, files=args.files)
         tiny = write_corpus(os.path.join(tmp, "tiny"), streams=8, files=2)
         out["corpus_mb"] = sum(os.path.getsize(p) for p in paths) / 1e6
+        out["jsonl_mb"] = sum(_jsonl_bytes(p) for p in paths) / 1e6
         out["generate_s"] = time.perf_counter() - start
 
         out["single_s"], out["rows"] = min(single_process(paths), single_process(paths))
@@ -136,26 +145,29 @@ def main(argv: list[str] | None = None) -> int:
     out["load_end"] = os.getloadavg()[0]
     for key in ("single", "ray_cold", "ray", "ray_parquet"):
         out[f"{key}_streams_per_s"] = attempts / out[f"{key}_s"]
+        out[f"{key}_mb_per_s"] = out["jsonl_mb"] / out[f"{key}_s"]
     beyond = out["ray_s"] - out["ray_fixed_s"]
     out["ray_marginal_streams_per_s"] = attempts / beyond if beyond > 0 else None
+    out["ray_marginal_mb_per_s"] = out["jsonl_mb"] / beyond if beyond > 0 else None
 
     peak = out["actor_peak_mib"]
-    print(f"{attempts:,} stream attempts in {args.files} files ({out['corpus_mb']:.1f} MB),"
-          f" {args.workers} Ray workers on {out['cpus']} CPUs, load"
-          f" {out['load_start']:.1f} -> {out['load_end']:.1f}\n")
-    print("| path | seconds | streams/s |")
-    print("|---|---:|---:|")
-    print(f"| single process (parse, replay, rows) | {out['single_s']:.2f} |"
-          f" {out['single_streams_per_s']:,.0f} |")
-    print(f"| Ray local, cold: first run (actors start, read, scan, count) |"
-          f" {out['ray_cold_s']:.2f} | {out['ray_cold_streams_per_s']:,.0f} |")
-    print(f"| Ray local, warm: second run (same, counts only) | {out['ray_s']:.2f} |"
-          f" {out['ray_streams_per_s']:,.0f} |")
-    print(f"| Ray local, warm, + Parquet output | {out['ray_parquet_s']:.2f} |"
-          f" {out['ray_parquet_streams_per_s']:,.0f} |")
+    print(f"{attempts:,} stream attempts in {args.files} files ({out['corpus_mb']:.1f} MB"
+          f" stored, {out['jsonl_mb']:.1f} MB of JSON lines), {args.workers} Ray workers on"
+          f" {out['cpus']} CPUs, load {out['load_start']:.1f} -> {out['load_end']:.1f}\n")
+    print("| path | seconds | streams/s | MB/s of JSON lines |")
+    print("|---|---:|---:|---:|")
+    for key, label in (("single", "single process (parse, replay, rows)"),
+                       ("ray_cold", "Ray local, cold: first run (actors start, read, scan,"
+                                    " count)"),
+                       ("ray", "Ray local, warm: second run (same, counts only)"),
+                       ("ray_parquet", "Ray local, warm, + Parquet output")):
+        print(f"| {label} | {out[f'{key}_s']:.2f} | {out[f'{key}_streams_per_s']:,.0f} |"
+              f" {out[f'{key}_mb_per_s']:.1f} |")
     marginal = out["ray_marginal_streams_per_s"]
+    rate = out["ray_marginal_mb_per_s"]
     print(f"| Ray local, warm, marginal (beyond the {out['ray_fixed_s']:.1f} s fixed cost of a"
-          f" job) | {max(beyond, 0):.2f} | {'n/a' if marginal is None else f'{marginal:,.0f}'} |")
+          f" job) | {max(beyond, 0):.2f} | {'n/a' if marginal is None else f'{marginal:,.0f}'} |"
+          f" {'n/a' if rate is None else f'{rate:.1f}'} |")
     print(f"\nray.init: {out['ray_init_s']:.1f} s (once per job, not in the rows above);"
           f" peak RSS per scanning actor: {'n/a' if peak is None else f'{peak:.0f} MiB'}")
     if args.json:
