@@ -31,6 +31,7 @@ import contextcare.ray as ccray
 from contextcare.testing import write_corpus
 from contextcare import cli, default_ruleset
 from contextcare.detection import EVIDENCE_FIELDS
+from contextcare import traces
 from contextcare.traces import (
     StreamResult,
     TraceFormatError,
@@ -136,6 +137,80 @@ def test_the_udf_gives_the_same_rows_after_the_ruleset_is_pickled(tmp_path: Path
     assert here == shipped
     _, want = _single_process_rows(paths)
     assert sorted(map(_key, here)) == sorted(map(_key, want))
+
+
+def test_the_udf_feeds_each_streams_deltas_in_runs_not_event_by_event(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers take the batched path of the single-process scan: a stream of 5 000 deltas
+    costs its start and end as single events, its deltas go to the watcher in runs (a few
+    calls, not one per delta), with the rows of the per-event replay."""
+    lines = [{"stream": "s", "type": "start"}]
+    lines += [{"stream": "s", "type": "reasoning-delta", "text": t}
+              for t in ["I am ", "running ", "out ", "of ", "time. "] * 1000]
+    lines.append({"stream": "s", "type": "end"})
+    data = "".join(json.dumps(o) + "\n" for o in lines).encode()
+    want = [row for r in replay(iter_events(io.BytesIO(data)), default_ruleset())
+            for row in ccray.result_rows(r)]
+    events, runs = [0], [0]
+    push, feed = traces.Replayer.push, traces.Replayer._feed_pending
+
+    def counted_push(self: traces.Replayer, event: traces.Event) -> list[StreamResult]:
+        events[0] += 1
+        return push(self, event)
+
+    def counted_feed(self: traces.Replayer, key: tuple[str, str]) -> None:
+        runs[0] += 1
+        feed(self, key)
+
+    monkeypatch.setattr(traces.Replayer, "push", counted_push)
+    monkeypatch.setattr(traces.Replayer, "_feed_pending", counted_feed)
+    rows = ccray.file_rows("<stream>", data, default_ruleset())
+    assert [{**row, "source": None} for row in rows] == [{**row, "source": None} for row in want]
+    assert rows[0]["deltas"] == 5000
+    assert {"time-anxiety", "block-repeat"} <= {row["kind"] for row in rows}
+    assert events[0] == 2  # start and end
+    assert 1 <= runs[0] <= len(data) // (64 << 10) + 2  # at most one call per 64 KiB block
+
+
+def test_max_line_bytes_makes_a_longer_line_an_error_row_as_in_process() -> None:
+    lines = [{"stream": "r", "type": "start"},
+             {"stream": "r", "type": "text-delta", "text": "y" * 3000},
+             {"stream": "r", "type": "text-delta", "text": "Let me check again.\n" * 40},
+             {"stream": "r", "type": "end"}]
+    data = "".join(json.dumps(o) + "\n" for o in lines).encode()
+    for body in (data, gzip.compress(data)):
+        rows = ccray.file_rows("t.jsonl", body, default_ruleset(), max_line_bytes=2048)
+        errors: list[TraceFormatError] = []
+        want = [row for r in traces.scan(_named(body, "t.jsonl"), default_ruleset(),
+                                         on_error=errors.append, max_line_bytes=2048)
+                for row in ccray.result_rows(r)] + [ccray.error_row(e) for e in errors]
+        assert rows == want
+        assert [(r["row_type"], r["error_line"]) for r in rows if r["row_type"] == "error"] \
+            == [("error", 2)]
+        assert "longer than the 2048-byte limit" in rows[-1]["error"]
+        assert rows[0]["chars"] == 800 and rows[0]["detections"] > 0  # the rest was scanned
+        strict = ccray.file_rows("t.jsonl", body, default_ruleset(), strict=True,
+                                 max_line_bytes=2048)
+        assert [(r["row_type"], r["error_line"]) for r in strict] == [("fatal", 2)]
+        # under the default limit the same file reads whole
+        assert not [r for r in ccray.file_rows("t.jsonl", body, default_ruleset())
+                    if r["row_type"] == "error"]
+
+
+def _named(data: bytes, name: str) -> io.BytesIO:
+    stream = io.BytesIO(data)
+    stream.name = name
+    return stream
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (-5, ValueError),
+                                              ("64M", TypeError), (True, TypeError),
+                                              (1.5, TypeError)])
+def test_bad_max_line_bytes_is_refused_on_the_driver(value: Any, error: type) -> None:
+    with pytest.raises(error, match="max_line_bytes"):
+        ccray.run_scan(["x.jsonl"], max_line_bytes=value)  # before Ray starts
+    with pytest.raises(error, match="max_line_bytes"):
+        ccray.ScanFiles(max_line_bytes=value)
 
 
 def test_run_scan_rejects_bad_arguments() -> None:
@@ -244,3 +319,27 @@ def test_cli_engine_ray_writes_jsonl_and_fails_on_abort(local_ray: None, corpus:
     assert sorted(map(_key, rows)) == sorted(map(_key, want))
     streams = sum(r["row_type"] == "clean" or r["index"] == 0 for r in want)
     assert buffer.getvalue().startswith(f"{streams} streams, ")
+
+
+@pytest.mark.slow
+def test_cli_engine_ray_honours_max_line_bytes(local_ray: None, tmp_path: Path) -> None:
+    lines = [{"stream": "r", "type": "start"},
+             {"stream": "r", "type": "text-delta", "text": "y" * 3000},
+             {"stream": "r", "type": "text-delta", "text": "Let me check again.\n" * 40},
+             {"stream": "r", "type": "end"}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+    out = tmp_path / "rows"
+    buffer = io.StringIO()
+    args = cli.build_parser().parse_args(
+        ["scan", "--engine", "ray", "--format", "jsonl", "--output", str(out),
+         "--max-line-bytes", "2K", "--no-progress", str(path)])
+    assert cli.cmd_scan(args, buffer) == 0
+    rows = [json.loads(line) for name in sorted(os.listdir(out))
+            for line in (out / name).read_text(encoding="utf-8").splitlines()]
+    assert sorted(map(_key, rows)) == sorted(map(_key, ccray.file_rows(
+        str(path), path.read_bytes(), default_ruleset(), max_line_bytes=2048)))
+    assert [(r["row_type"], r["error_line"]) for r in rows if r["row_type"] == "error"] \
+        == [("error", 2)]
+    assert "longer than the 2048-byte limit" in next(
+        r["error"] for r in rows if r["row_type"] == "error")

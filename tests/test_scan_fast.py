@@ -394,16 +394,6 @@ def test_bad_sizes_are_usage_errors(text: str, capsys: pytest.CaptureFixture[str
     assert "--max-line-bytes" in capsys.readouterr().err
 
 
-def test_max_line_bytes_is_refused_with_the_ray_engine(tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    path = tmp_path / "t.jsonl"
-    path.write_text('{"stream": "r", "type": "start"}\n', encoding="utf-8")
-    status, _, err = _scan(capsys, str(path), "--engine", "ray", "--output",
-                           str(tmp_path / "rows"), "--max-line-bytes", "1M")
-    assert status == 2 and "--max-line-bytes is for the local engine" in err
-
-
 def test_a_pipe_gets_each_result_when_its_stream_ends() -> None:
     """A live capture (not seekable) hands out a stream's end before reading on."""
     class Pipe(io.BytesIO):

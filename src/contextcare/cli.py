@@ -551,6 +551,7 @@ def _ray_scan(args: argparse.Namespace, out: TextIO) -> int:
         raise ray_scan.RayScanError("--engine ray needs --output DIR for the rows")
     summary = ray_scan.run_scan(args.files, args.output, ruleset=load_ruleset(args.rules),
                                 fmt=fmt, address=args.address, strict=args.strict,
+                                max_line_bytes=args.max_line_bytes or LINE_MAX_BYTES,
                                 progress=not args.no_progress and sys.stderr.isatty(),
                                 verbose=bool(getattr(args, "verbose", False)))
     out.write(summary_line(summary) + f"; rows written to {args.output}\n")
@@ -637,10 +638,6 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
         for option, value in (("as-text", args.as_text), ("context", args.context)):
             if value:
                 raise CommandError(f"--{option} is for the local engine")
-        if args.max_line_bytes is not None:
-            raise CommandError("--max-line-bytes is for the local engine: --engine ray reads"
-                               " each file whole into a worker's memory, so a line limit would"
-                               " not bound it (split big files instead)")
         _check_output_folder(args)
         return _ray_scan(args, out)
     for option in ("output", "address"):
@@ -1386,7 +1383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-line-bytes", type=_size, default=None, metavar="SIZE",
                    help="the longest line read, e.g. 64M or 1G (K, M, G: powers of 1024); a"
                         " longer line is a malformed line (FILE:LINE), read past in pieces and"
-                        " never held whole; local engine only (default: 64M)")
+                        " never held whole (with --engine ray: skipped the same way, but each"
+                        " worker holds its file whole) (default: 64M)")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: this process; ray: Ray Data over the cores or nodes of a"
                         " cluster (pip install 'contextcare[ray]'), rows to --output (default:"

@@ -7,8 +7,8 @@ Install with ``pip install 'contextcare[ray]'`` (Ray Data and pyarrow). The piec
   Ray builds it once per worker actor, and the ruleset it receives (pickled, a few hundred bytes
   for the defaults) is compiled once there. Each input row is one whole trace file (``path`` and
   ``bytes``, as :func:`ray.data.read_binary_files` with ``include_paths=True`` makes them); the
-  file is parsed with :func:`contextcare.traces.iter_events` and replayed with
-  :func:`contextcare.traces.replay`, exactly as the single-process scan does.
+  file is scanned by :func:`contextcare.traces.scan`, the code of the single-process scan: lines
+  decoded in blocks by msgspec, each stream's deltas fed in one call (docs/scanning.md).
 * :data:`SCHEMA` — the flat output rows (see :func:`result_rows`).
 * :func:`scan_dataset` / :func:`run_scan` — read, scan, write Parquet or JSON lines; what
   ``contextcare scan --engine ray`` runs.
@@ -43,7 +43,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
 
 from .detection import EVIDENCE_FIELDS, Detection
 from .errors import ContextCareError
-from .traces import StreamResult, TraceFormatError, iter_events, replay
+from .traces import LINE_MAX_BYTES, StreamResult, TraceFormatError, scan
 
 if TYPE_CHECKING:
     from ._engine import Ruleset
@@ -151,11 +151,14 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=SCHEMA)
 
 
-def file_rows(source: str, data: bytes, ruleset: Ruleset, *,
-              strict: bool = False) -> list[dict[str, Any]]:
-    """Parse and replay one whole trace file (``data``, plain or gzip) named ``source``.
+def file_rows(source: str, data: bytes, ruleset: Ruleset, *, strict: bool = False,
+              max_line_bytes: int = LINE_MAX_BYTES) -> list[dict[str, Any]]:
+    """Scan one whole trace file (``data``, plain or gzip) named ``source``: its rows.
 
-    Malformed lines become ``error`` rows and the scan goes on. With ``strict`` the first one
+    The file goes through :func:`contextcare.traces.scan`, the reader and replay of the
+    single-process scan (lines decoded in blocks, each stream's deltas fed in one call), so the
+    results are those of ``contextcare scan``. Malformed lines, and lines longer than
+    ``max_line_bytes``, become ``error`` rows and the scan goes on. With ``strict`` the first one
     stops the file instead, and so does a damaged gzip stream in any case: then the file gives a
     single ``fatal`` row, as the single-process scan gives no results but the error. Bad input
     never raises here, so no exception has to travel from a worker to the driver.
@@ -166,14 +169,15 @@ def file_rows(source: str, data: bytes, ruleset: Ruleset, *,
         errors.append(error_row(exc))
 
     stream = io.BytesIO(data)
-    stream.name = source  # iter_events names the events' source by it
-    events = iter_events(stream, on_error=None if strict else on_error)
-    rows: list[dict[str, Any]] = []
+    stream.name = source  # the reader names the results' source by it
     try:
-        for result in replay(events, ruleset):
-            rows += result_rows(result)
+        results = scan(stream, ruleset, on_error=None if strict else on_error,
+                       max_line_bytes=max_line_bytes)
     except TraceFormatError as exc:
         return [error_row(exc, fatal=True)]
+    rows: list[dict[str, Any]] = []
+    for result in results:
+        rows += result_rows(result)
     return rows + errors
 
 
@@ -184,16 +188,19 @@ class ScanFiles:
     there, then every batch reuses it. ``ruleset`` ``None`` means
     :func:`contextcare.default_ruleset`. Input batches are Arrow tables with ``path`` (string)
     and ``bytes`` (binary) columns, the rows of :func:`ray.data.read_binary_files` with
-    ``include_paths=True``.
+    ``include_paths=True``. ``strict`` and ``max_line_bytes`` are those of :func:`file_rows`.
     """
 
-    def __init__(self, ruleset: Ruleset | None = None, *, strict: bool = False) -> None:
+    def __init__(self, ruleset: Ruleset | None = None, *, strict: bool = False,
+                 max_line_bytes: int = LINE_MAX_BYTES) -> None:
+        _check_max_line_bytes(max_line_bytes)
         if ruleset is None:
             from .presets import default_ruleset
 
             ruleset = default_ruleset()
         self.ruleset = ruleset
         self.strict = strict
+        self.max_line_bytes = max_line_bytes
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         missing = {"path", "bytes"} - set(batch.column_names)
@@ -203,8 +210,17 @@ class ScanFiles:
         rows: list[dict[str, Any]] = []
         for path, data in zip(batch.column("path").to_pylist(),
                               batch.column("bytes").to_pylist()):
-            rows += file_rows(path, data, self.ruleset, strict=self.strict)
+            rows += file_rows(path, data, self.ruleset, strict=self.strict,
+                              max_line_bytes=self.max_line_bytes)
         return rows_table(rows)
+
+
+def _check_max_line_bytes(value: object) -> None:
+    """Refuse a bad ``max_line_bytes`` where it is given (the driver), not in every worker."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_line_bytes must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise RayScanError(f"max_line_bytes must be at least 1, got {value}")
 
 
 # --------------------------------------------------------------------------- datasets
@@ -220,9 +236,10 @@ def read_files(paths: Sequence[str]) -> ray.data.Dataset:
 
 
 def scan_dataset(files: ray.data.Dataset, ruleset: Ruleset | None = None, *,
-                 strict: bool = False, workers: int | None = None) -> ray.data.Dataset:
+                 strict: bool = False, workers: int | None = None,
+                 max_line_bytes: int = LINE_MAX_BYTES) -> ray.data.Dataset:
     """The :data:`SCHEMA` rows of every file of ``files`` (``path``/``bytes`` rows, as
-    :func:`read_files` makes them).
+    :func:`read_files` makes them); ``strict`` and ``max_line_bytes`` as for :func:`file_rows`.
 
     ``workers`` is the number of scanning actors (one CPU each), by default one per CPU of the
     cluster, and at most one per input file. A worker holds one input block (one file, or a few
@@ -233,11 +250,14 @@ def scan_dataset(files: ray.data.Dataset, ruleset: Ruleset | None = None, *,
         workers = max(1, int(cpus))
     if workers < 1:
         raise RayScanError(f"workers must be at least 1, got {workers}")
+    _check_max_line_bytes(max_line_bytes)
     inputs = len(files.input_files())  # from the file listing: nothing is read yet
     if inputs:
         workers = min(workers, inputs)  # a file is never split: more actors would idle
     return files.map_batches(ScanFiles, fn_constructor_args=(ruleset,),
-                             fn_constructor_kwargs={"strict": strict}, batch_format="pyarrow",
+                             fn_constructor_kwargs={"strict": strict,
+                                                    "max_line_bytes": max_line_bytes},
+                             batch_format="pyarrow",
                              batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers),
                              num_cpus=1)
 
@@ -317,7 +337,8 @@ def _start(address: str | None, num_cpus: int | None, verbose: bool = False) -> 
 def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Ruleset | None = None,
              fmt: str = "parquet", address: str | None = None, num_cpus: int | None = None,
              workers: int | None = None, strict: bool = False,
-             progress: bool = False, verbose: bool = False) -> dict[str, int]:
+             max_line_bytes: int = LINE_MAX_BYTES, progress: bool = False,
+             verbose: bool = False) -> dict[str, int]:
     """Scan ``paths`` (files, directories or URIs Ray Data can read: ``s3://``, ``gs://``, …) and
     write the rows to the directory ``output`` as ``fmt`` (``parquet`` or ``jsonl``, one file
     per block); return the :func:`summarize` counts. Ray's own log lines are shown only when
@@ -328,6 +349,8 @@ def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Rulese
     this machine (``num_cpus`` caps it), shut down afterwards. ``output`` ``None`` computes the
     counts only. A ``fatal`` row (a damaged gzip stream, or with ``strict`` a malformed line)
     raises its :class:`TraceFormatError` and writes nothing, as the single-process scan stops.
+    A line longer than ``max_line_bytes`` is a malformed line, as in the single-process scan
+    (the worker holds the whole file anyway: the limit gives the same rows, it bounds no memory).
     """
     if fmt not in ("parquet", "jsonl"):
         raise RayScanError(f"fmt must be 'parquet' or 'jsonl', got {fmt!r}")
@@ -335,6 +358,7 @@ def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Rulese
         raise RayScanError(f"paths must be a non-empty list of paths, got {paths!r}")
     if "-" in paths:
         raise RayScanError("the Ray engine cannot read standard input ('-'); pass files")
+    _check_max_line_bytes(max_line_bytes)
     started = _start(address, num_cpus, verbose)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = progress
@@ -344,7 +368,8 @@ def run_scan(paths: Sequence[str], output: str | None = None, *, ruleset: Rulese
             files = read_files(paths)
         except (OSError, ValueError) as exc:  # a missing file, an unknown scheme
             raise RayScanError(f"cannot read the inputs: {exc}") from None
-        rows = scan_dataset(files, ruleset, strict=strict, workers=workers).materialize()
+        rows = scan_dataset(files, ruleset, strict=strict, workers=workers,
+                            max_line_bytes=max_line_bytes).materialize()
         summary = summarize(rows)
         if summary["fatal"]:
             raise _first_fatal(rows)
