@@ -292,31 +292,47 @@ void eng_throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
     /* eng_check_rule for each rule whose point has come, minus the calls that would return at
      * once: a rule that fired for good is neither checked nor waited for, and a segment rule
      * whose scanner kept nothing new for it since its previous check is not called (the scan
-     * runs once per point, for the first segment rule) */
+     * runs once per point, for the first segment rule). The rules of one every_bytes are a
+     * group (ruleset.c: group_windowed) with one next point, in w->next of its first rule: one
+     * test skips a group whose point has not come, and a group whose rules all fired for good
+     * is not waited for any more. */
     const cc_rule_spec *rules = w->rs->rules;
+    const uint32_t *wi = vp->windowed;
     const uint64_t bytes = v->bytes;
     uint64_t nmin = UINT64_MAX;
-    for (uint32_t k = 0; k < vp->nwindowed; k++) {
-        uint32_t ri = vp->windowed[k];
-        const cc_rule_spec *r = &rules[ri];
-        if (r->once && w->fired[ri]) continue;
-        uint64_t next = w->next[ri];
+    for (uint32_t k = 0, end; k < vp->nwindowed; k = end) {
+        end = vp->wend[k];
+        const uint32_t lead = wi[k];
+        uint64_t next = w->next[lead];
         if (bytes >= next) {
             /* the next multiple of every_bytes above bytes (next is one: no division when the
              * point comes one interval later, as it does for short deltas) */
-            next += r->every_bytes;
-            if (next <= bytes) next = (bytes / r->every_bytes + 1) * r->every_bytes;
-            w->next[ri] = next;
-            int skip = 0;
-            if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE) {
-                const cc_segscan *s = view_seg(w, v);
-                skip = s && w->seen[ri] == (r->kind == CC_K_BLOCK_REPEAT ? s->seg_serial
-                                                                          : s->word_serial);
-            }
-            if (!skip) {
-                eng_check_rule(w, ri, v, pos);
+            const uint64_t every = rules[lead].every_bytes;
+            next += every;
+            if (next <= bytes) next = (bytes / every + 1) * every;
+            int live = 0;
+            for (uint32_t j = k; j < end; j++) {
+                const uint32_t ri = wi[j];
+                const cc_rule_spec *r = &rules[ri];
                 if (r->once && w->fired[ri]) continue;
+                int skip = 0;
+                if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE ||
+                    r->kind == CC_K_SEGMENT_REPEAT) {
+                    const cc_segscan *s = view_seg(w, v);
+                    /* what eng_check_rule would return at once for (SegmentRepeat may ask to
+                     * wait for more segments: a hit needs them) */
+                    skip = s && (r->kind == CC_K_SEGMENT_REPEAT ? s->seg_serial <= w->seen[ri]
+                                 : w->seen[ri] == (r->kind == CC_K_BLOCK_REPEAT
+                                                       ? s->seg_serial : s->word_serial));
+                }
+                if (!skip) {
+                    eng_check_rule(w, ri, v, pos);
+                    if (r->once && w->fired[ri]) continue;
+                }
+                live = 1;
             }
+            if (!live) next = UINT64_MAX;
+            w->next[lead] = next;
         }
         if (next < nmin) nmin = next;
     }

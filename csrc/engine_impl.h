@@ -62,7 +62,10 @@ typedef struct viewplan {
     int quotes;           /* track quote state (a suppress_quoted rule watches this view) */
     uint32_t ring_cap;    /* characters kept (0 = none) */
     uint32_t nphrase_rules;
-    uint32_t *windowed, nwindowed; /* rule indices, rule order */
+    /* windowed rules: indices grouped by every_bytes (groups in order of their first rule,
+     * rule order within a group); wend[k] = the end of k's group. The rules of a group share
+     * their throttle points, kept in w->next of the group's first rule (eng_throttle). */
+    uint32_t *windowed, nwindowed, *wend;
     uint32_t *suppress, nsuppress; /* rule indices, rule order */
     uint32_t *pfx_set, npfx, pfx_max; /* union of PrefixMonotony delimiters, longest prefix */
     uint32_t short_max;   /* lines this short keep their text (LineCycle, FillerLines) */

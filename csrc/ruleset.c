@@ -191,6 +191,7 @@ void cc_ruleset_free(cc_ruleset *rs) {
         cc_automaton_free(rs->views[v].ac[0]);
         cc_automaton_free(rs->views[v].ac[1]);
         free(rs->views[v].windowed);
+        free(rs->views[v].wend);
         free(rs->views[v].blocks);
         free(rs->views[v].suppress);
         free(rs->views[v].pfx_set);
@@ -208,6 +209,26 @@ static const uint32_t *copy_set(const uint32_t *set, uint32_t n, int *oom) {
     }
     memcpy(copy, set, n * sizeof *copy);
     return copy;
+}
+
+/* Group the view's windowed rules by every_bytes: rules of one interval share their throttle
+ * points, so one test of the group's next point covers them all (eng_throttle). Groups come in
+ * the order of their first rule, rule order within a group (a stable insertion sort: few rules);
+ * the hits of one point are ordered by (position, rule) afterwards, whatever order ran them. */
+static void group_windowed(const cc_ruleset *rs, viewplan *vp) {
+    uint32_t *wi = vp->windowed, n = vp->nwindowed;
+    for (uint32_t k = 0; k < n;) {
+        uint64_t every = rs->rules[wi[k]].every_bytes;
+        uint32_t end = k + 1;
+        for (uint32_t j = k + 1; j < n; j++) {
+            if (rs->rules[wi[j]].every_bytes != every) continue;
+            uint32_t ri = wi[j];
+            memmove(wi + end + 1, wi + end, (j - end) * sizeof *wi);
+            wi[end++] = ri;
+        }
+        for (uint32_t j = k; j < end; j++) vp->wend[j] = end;
+        k = end;
+    }
 }
 
 /* What a windowed rule asks of its view. */
@@ -336,10 +357,11 @@ int cc_ruleset_new(const cc_options *opt, const cc_rule_spec *rules, uint32_t nr
     for (int v = 0; v < CC_NVIEWS; v++) {
         viewplan *vp = &rs->views[v];
         vp->windowed = malloc((nrules ? nrules : 1) * sizeof *vp->windowed);
+        vp->wend = malloc((nrules ? nrules : 1) * sizeof *vp->wend);
         vp->blocks = malloc((nrules ? nrules : 1) * sizeof *vp->blocks);
         vp->suppress = malloc((nrules ? nrules : 1) * sizeof *vp->suppress);
         vp->pfx_set = malloc((nset ? nset : 1) * sizeof *vp->pfx_set);
-        if (!vp->windowed || !vp->blocks || !vp->suppress || !vp->pfx_set) goto oom;
+        if (!vp->windowed || !vp->wend || !vp->blocks || !vp->suppress || !vp->pfx_set) goto oom;
     }
     for (uint32_t i = 0; i < nrules; i++) {
         const cc_rule_spec *r = &rs->rules[i];
@@ -357,6 +379,7 @@ int cc_ruleset_new(const cc_options *opt, const cc_rule_spec *rules, uint32_t nr
             if (r->kind == CC_K_BLOCK_REPEAT) vp->blocks[vp->nblock - 1] = i;
         }
     }
+    for (int v = 0; v < CC_NVIEWS; v++) group_windowed(rs, &rs->views[v]);
     /* the combined view always keeps the evidence tail */
     if (opt->evidence_chars) {
         viewplan *vc = &rs->views[CC_VIEW_COMBINED];
