@@ -654,10 +654,12 @@ done:
 }
 
 /* run_lines over a long call (a batch of replay) once the view's scanner keeps segments and
- * words (BlockRepeat or SegmentRepeat, and VocabCollapse): the loop feeds the scanner in place
- * where it can (feed_pass) instead of leaving every character to be read back from the ring at
- * the next check; where it cannot, the plain pass lags and stops at the next letter, where the
- * scanner catches up (cc_segscan_scan over the few characters in between). */
+ * words (BlockRepeat or SegmentRepeat, and VocabCollapse): the scanner is kept up to date in
+ * the loop instead of reading every character back from the ring at the next check. Letters
+ * and spaces of a run or a gap go through feed_pass, any other character through the scanner's
+ * general step (cc_segscan_step) one at a time. A scanner that lags at the start of the call
+ * (short calls before it leave the scan to the checks) catches up at the next letter; before
+ * the first check there is no scanner and the pass is the plain one. */
 HOT_INLINE void run_lines_feed(cc_watcher *w, const viewplan *vp, view *v, const void *data,
                                size_t len, const int kind, const int wide, const int builder) {
     const uint64_t end = v->chars + len, base = end - len;
@@ -681,7 +683,32 @@ HOT_INLINE void run_lines_feed(cc_watcher *w, const viewplan *vp, view *v, const
                 return;
             }
         }
-        /* what stopped it goes on in the plain pass, the scanner lagging */
+        if (sg && sg->scanned == base + i) {
+            /* the scanner is up to date and the character is not one of a run or a gap: the
+             * scanner's general step takes it here, with the line's work, instead of the plain
+             * pass lagging to the next letter and the scanner catching up there */
+            const uint32_t cp = load_cp(data, kind, i);
+            const int nb = kind == 4 ? (int)cc_utf8_len(cp) : utf8_len_bmp[cp >> 7];
+            if (left > nb && (!builder || (cp != '\n' && v->len_all && v->fence_st == FENCE_NO))) {
+                left -= nb;
+                if (counted) v->bytes += (uint64_t)(left0 - left);
+                v->ring.pos = cc_ring_store(v->ring.lo, v->ring.hi, v->ring.pos, v->ring.cap, cp,
+                                            wide);
+                if (builder)
+                    line_append(v->buf, &v->h_all, &v->h_commit, &v->len_all, &v->len_commit,
+                                cp, cc_space_bit(cp));
+                cc_segscan_step(sg, cp, mask);
+            } else {
+                /* a line end, a line start, a possible fence or a throttle point */
+                if (counted) v->bytes += (uint64_t)(left0 - left);
+                const uint64_t at = base + i + 1;
+                ln_event(w, vp, v, cp, at, (uint64_t)i + 1);
+                if (v->seg->scanned + 1 == at) cc_segscan_step(v->seg, cp, mask);
+            }
+            i++;
+            continue;
+        }
+        /* a scanner that lags (behind from short calls before) or none yet: the plain pass */
         uint32_t rpos = v->ring.pos;
         uint64_t h = 0, hc = 0;
         uint32_t n = 0, nc = 0;

@@ -407,6 +407,11 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
     t->scanned = chars;
 }
 
+void cc_segscan_step(cc_segscan *s, uint32_t cp, int mask_fences) {
+    step(s, cp, s->scanned, mask_fences);
+    s->scanned++;
+}
+
 void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence) {
     if (s->wcap) end_word(s, mask_fences);
     if (s->scap) end_segment(s);

@@ -120,6 +120,9 @@ size_t cc_segscan_memory(const cc_segscan *s);
 /* Cut the characters fed since the previous scan: the view has seen `chars` characters, the
  * last of them in `ring`. */
 void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mask_fences);
+/* Cut one more character, cp, the view's next after the scanned ones (a loop that has it at
+ * hand: the same as cc_segscan_scan once it is in the ring). */
+void cc_segscan_step(cc_segscan *s, uint32_t cp, int mask_fences);
 /* A channel switch or finish(): the pending word and segment end; `reset_fence`: a switch
  * (the line and its fence state end too). */
 void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence);
