@@ -18,9 +18,10 @@ Three kinds of input, each fed to every detector as the same sequence of deltas:
   streamed one token per delta and labelled by reading (see ``tools/label_streams.py``); classes
   ``real:loop`` / ``real:no loop``. The default rules were tuned on these.
 * **held-out streams** (``tests/data/smollm2-heldout.jsonl.gz``): replies of the same model to
-  other prompts (``tools/smollm2-heldout-prompts.json``: Go, Rust, SQL, Bash, TypeScript, agent
-  reasoning, tables, translations, math, Chinese, Japanese, French, German, plain questions; four
-  system prompts), labelled the same way and never used to tune the rules; classes
+  other prompts (``tools/smollm2-heldout-prompts.json``: Go, Rust, SQL, Bash, TypeScript, CSS,
+  a JSON object, docker-compose YAML, agent reasoning, tables, translations, math, a list of 100,
+  a ballad with a refrain, Chinese, Japanese, French, German, plain questions; four system
+  prompts), labelled the same way and never used to tune the rules; classes
   ``heldout:loop`` / ``heldout:no loop``. ``--real PREFIX=PATH`` (repeatable) chooses the files.
 
 Synthetic text is split into tokens by a documented rule (:func:`tokens`: a run of letters or
