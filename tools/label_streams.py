@@ -16,7 +16,11 @@ Usage::
     python tools/label_streams.py write RAW.jsonl LABELS.json OUT.jsonl [--max-bytes 2000000]
     gzip -9 -n OUT.jsonl     # tests/data/smollm2-streams.jsonl.gz (240 replies, 59 loops)
 
-The labels of the kept file are in tools/smollm2-labels.json.
+The labels of the kept file are in tools/smollm2-labels.json. The held-out set
+(``tests/data/smollm2-heldout.jsonl.gz``, 172 replies, 46 loops; labels in
+tools/smollm2-heldout-labels.json) was written the same way; its raw events are larger than the
+default ``--max-bytes`` (which counts uncompressed bytes and silently skips streams past it), so
+it was written with ``--max-bytes 100000000`` (44 KB once gzipped).
 
 The labels of the kept file were decided by reading every reply that the suggestion flagged or
 that ran to the length limit: a reply is a loop when it keeps producing the same unit (exact, with
