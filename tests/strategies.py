@@ -139,7 +139,7 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
             **common)),
         st.integers(3, 12).flatmap(lambda n: st.builds(
             VocabCollapse, st.just(rid), words=st.just(n), max_distinct=st.integers(1, n - 1),
-            every_bytes=_EVERY, **common)),
+            one_line=st.booleans(), every_bytes=_EVERY, **common)),
     )
 
 
