@@ -482,7 +482,12 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         while (i + per < n && key[sidx(s, i)] == key[sidx(s, i + per)]) i++;
         uint32_t length = i + per;
         uint64_t covered = 0;
-        for (uint32_t k = 0; k < length; k++) covered += s->sgap[sidx(s, k)];
+        /* (the characters of a segment written in CJK count twice, as its letters do for
+         * SegmentRepeat) */
+        for (uint32_t k = 0; k < length; k++) {
+            uint32_t i = sidx(s, k);
+            covered += (uint64_t)s->sgap[i] << s->swide[i];
+        }
         if (covered < p->min_chars) return 0;
         uint32_t total = 0;
         for (uint32_t k = 0; k < per; k++) total += s->sgap[sidx(s, k)];
@@ -539,8 +544,14 @@ int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, 
         for (j = 0; j < nd; j++)
             if (d[j] == h) break;
         if (j == nd) {
-            if (nd == max_distinct) hit = 0;
-            else d[nd++] = h;
+            if (nd == max_distinct) {
+                /* the newest k + 1 words already hold too many distinct ones, and they stay
+                 * among the last nwords for the next nwords - k - 1 words */
+                hit = 0;
+                *need = nwords - k;
+            } else {
+                d[nd++] = h;
+            }
         }
     }
     if (d != seen) free(d);

@@ -977,7 +977,7 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
         while n - 1 - i - p >= 0 and key(n - 1 - i) == key(n - 1 - i - p):
             i += 1
         length = i + p                      # segments of the periodic run
-        if sum(s.gap for s in segs[n - length:]) < rule.min_chars:
+        if sum(s.gap << s.wide for s in segs[n - length:]) < rule.min_chars:
             return None
         chars = sum(s.gap for s in unit)
         start = n - length

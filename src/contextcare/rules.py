@@ -581,7 +581,9 @@ class BlockRepeat(Rule):
     ``p`` segments repeated, for the smallest such ``p``, when that unit holds at least
     ``min_letters`` letters (word characters other than ASCII digits) per segment on average —
     so ``# x # = #``, ``| row # | # |`` or a cycle of two-character lines never counts — and the
-    whole periodic run at the end of the view spans at least ``min_chars`` characters. Inside
+    whole periodic run at the end of the view spans at least ``min_chars`` characters (those of a
+    segment whose first letter is at U+3040 or above — kana, CJK, Hangul — count twice: a
+    15-character Chinese line carries what a 30-character English one does). Inside
     code fences too. With ``near=True`` segments are compared by their
     *skeleton* (digit runs -> ``#``, ASCII letters lower-cased, whitespace runs -> one space),
     so ``Step 14: ...`` / ``Step 15: ...`` or a class repeated with a counter count as copies.

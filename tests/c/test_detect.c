@@ -185,7 +185,10 @@ static void test_vocab_collapse(void) {
     CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f, &seen) == 1);
     CHECK(f.count == 3 && f.total == 12 && f.ncps > 0);
     r.max_distinct = 2;
+    seen = 0;
     CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f, &seen) == 0);
+    /* the newest 5 words hold 3 distinct ones: no hit before 12 - 5 + 1 more words */
+    CHECK(seen == 12 - 5);
     cc_segscan_free(s);
     cc_ring_free(&ring);
     /* one_line: the twelve words must follow the last newline; on a miss, the words still to
