@@ -559,6 +559,35 @@ def legit_grid(rng: random.Random) -> str:
                                      for _ in range(n)) + "\n"
 
 
+def legit_draws(rng: random.Random) -> str:
+    """One line of draws from a few words: coin flips, moves through a maze, rounds of rock
+    paper scissors, answers, flags — a list, 40 to 150 items."""
+    values, intro = rng.choice([
+        (("Heads", "Tails"), "Here are the {n} coin flips:"),
+        (("up", "down", "left", "right"), "The path through the maze ({n} moves):"),
+        (("rock", "paper", "scissors"), "The computer played these {n} rounds:"),
+        (("yes", "no", "maybe"), "Answers to the {n} questions, in order:"),
+        (("true", "false"), "The {n} feature flags are"),
+        (("正面", "反面"), "抛硬币{n}次的结果："),
+    ])
+    n = rng.randint(40, 150)
+    sep = "、" if values[0] == "正面" else rng.choice([", ", ", ", " → ", " | ", " / "])
+    return (intro.format(n=n) + " " + sep.join(rng.choice(values) for _ in range(n)) + ".\n\n"
+            + prose(rng, 200))
+
+
+def legit_lyrics_line(rng: random.Random) -> str:
+    """Song lyrics written on one line: verses of distinct words, a short chorus sung twice."""
+    chorus = rng.choice(["oh la la, oh la la, sing it again",
+                         "hey hey, ho ho, we go round and round",
+                         "na na na na, na na na na, hey hey, goodbye"])
+    out = []
+    for _ in range(rng.randint(3, 5)):
+        out += [sentence(rng, rng.randint(6, 10)).rstrip(".") + "," for _ in range(2)]
+        out += [chorus + ",", chorus + "!"]
+    return "The lyrics: " + " ".join(out) + "\n"
+
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -586,6 +615,8 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "schedule": legit_schedule,
     "template-list": legit_template_list,
     "grid": legit_grid,
+    "draws": legit_draws,
+    "lyrics-line": legit_lyrics_line,
 }
 
 

@@ -31,6 +31,10 @@ typedef struct cc_segscan {
     uint8_t w_letters; /* letters (word characters but ASCII digits) of the pending word, up to 2 */
     uint32_t hw;
     uint64_t word_start;
+    /* VocabCollapse: a list separator since the previous word ended (gap_mark), and in the
+     * gap before the pending word (word_gap); words kept since the last newline or switch */
+    uint8_t gap_mark, word_gap;
+    uint32_t line_words;
     /* fence state of the current line (words inside fences are left out when masking) */
     uint8_t fence_st, fence_inside, line_started, line_gap;
     uint32_t fence_k, fence_ch;
@@ -46,7 +50,8 @@ typedef struct cc_segscan {
     uint8_t *fpe, *fps;
     uint32_t fpos;
     /* kept words: the folded hash with its lowest bit replaced by 1 when the word has two
-     * letters or more (a *lexical* word; numbers and one-letter cells are not) */
+     * letters or more (a *lexical* word; numbers and one-letter cells are not) and its next
+     * bit by 1 when the gap before the word held a list separator */
     uint32_t wcap, wn, wpos;
     uint64_t word_serial;
     uint32_t *words;
@@ -97,9 +102,11 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                       uint32_t *line_chars, uint32_t *need);
 
 /* VocabCollapse: 1 and the number of distinct words among the last `nwords` when at most
- * max_distinct; the quote (from the eighth-to-last word's start) in line/line_chars. */
+ * max_distinct (and, with `one_line`, all of them on the current line); the quote (from the
+ * eighth-to-last word's start) in line/line_chars. On a miss, *need = how many more words must
+ * be kept before a hit is possible at all (>= 1). */
 int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, uint32_t nwords,
-                      uint32_t max_distinct, uint32_t *distinct, uint32_t *line,
-                      uint32_t *line_chars);
+                      uint32_t max_distinct, int one_line, uint32_t *distinct, uint32_t *line,
+                      uint32_t *line_chars, uint32_t *need);
 
 #endif
