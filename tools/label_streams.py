@@ -18,7 +18,7 @@ Usage::
 
 The labels of the kept file are in tools/smollm2-labels.json. The held-out set
 (``tests/data/smollm2-heldout.jsonl.gz``, 172 replies, 46 loops; labels in
-tools/smollm2-heldout-labels.json) was written the same way (44 KB). ``write`` keeps every
+tools/smollm2-heldout-labels.json) was written the same way (145 KB). ``write`` keeps every
 labelled stream: an output over ``--max-bytes`` (counted as stored, i.e. gzipped when the name
 ends in ``.gz``) is an error naming the size, never a file with streams silently left out (the
 first version skipped streams past an uncompressed cap).
