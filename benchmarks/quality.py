@@ -15,7 +15,14 @@ Three kinds of input, each fed to every detector as the same sequence of deltas:
   but is not a loop — counting, tables with border lines, CSV, JSON arrays of distinct objects,
   a class with 40 similar accessors, a poem with a refrain, long lists, prose, Chinese prose.
 * **real streams** (``tests/data/smollm2-streams.jsonl.gz``, gzip-compressed trace events): replies of SmolLM2-135M-Instruct,
-  streamed one token per delta and labelled by reading (see ``tools/label_streams.py``).
+  streamed one token per delta and labelled by reading (see ``tools/label_streams.py``); classes
+  ``real:loop`` / ``real:no loop``. The default rules were tuned on these.
+* **held-out streams** (``tests/data/smollm2-heldout.jsonl.gz``): replies of the same model to
+  other prompts (``tools/smollm2-heldout-prompts.json``: Go, Rust, SQL, Bash, TypeScript, CSS,
+  a JSON object, docker-compose YAML, agent reasoning, tables, translations, math, a list of 100,
+  a ballad with a refrain, Chinese, Japanese, French, German, plain questions; four system
+  prompts), labelled the same way and never used to tune the rules; classes
+  ``heldout:loop`` / ``heldout:no loop``. ``--real PREFIX=PATH`` (repeatable) chooses the files.
 
 Synthetic text is split into tokens by a documented rule (:func:`tokens`: a run of letters or
 digits, a run of whitespace, or a run of one repeated other character), and each token is one delta; token ids
@@ -59,6 +66,9 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 REAL_STREAMS = os.path.join(ROOT, "tests", "data", "smollm2-streams.jsonl.gz")
+HELDOUT_STREAMS = os.path.join(ROOT, "tests", "data", "smollm2-heldout.jsonl.gz")
+#: The labelled stream files read by default: class prefix -> path.
+STREAM_FILES = {"real": REAL_STREAMS, "heldout": HELDOUT_STREAMS}
 LOOP_CHARS = 12_000
 
 _TOKEN = re.compile(r"[^\W_]+|\s+|([^\w\s]|_)\1*", re.S)
@@ -549,6 +559,35 @@ def legit_grid(rng: random.Random) -> str:
                                      for _ in range(n)) + "\n"
 
 
+def legit_draws(rng: random.Random) -> str:
+    """One line of draws from a few words: coin flips, moves through a maze, rounds of rock
+    paper scissors, answers, flags — a list, 40 to 150 items."""
+    values, intro = rng.choice([
+        (("Heads", "Tails"), "Here are the {n} coin flips:"),
+        (("up", "down", "left", "right"), "The path through the maze ({n} moves):"),
+        (("rock", "paper", "scissors"), "The computer played these {n} rounds:"),
+        (("yes", "no", "maybe"), "Answers to the {n} questions, in order:"),
+        (("true", "false"), "The {n} feature flags are"),
+        (("正面", "反面"), "抛硬币{n}次的结果："),
+    ])
+    n = rng.randint(40, 150)
+    sep = "、" if values[0] == "正面" else rng.choice([", ", ", ", " → ", " | ", " / "])
+    return (intro.format(n=n) + " " + sep.join(rng.choice(values) for _ in range(n)) + ".\n\n"
+            + prose(rng, 200))
+
+
+def legit_lyrics_line(rng: random.Random) -> str:
+    """Song lyrics written on one line: verses of distinct words, a short chorus sung twice."""
+    chorus = rng.choice(["oh la la, oh la la, sing it again",
+                         "hey hey, ho ho, we go round and round",
+                         "na na na na, na na na na, hey hey, goodbye"])
+    out = []
+    for _ in range(rng.randint(3, 5)):
+        out += [sentence(rng, rng.randint(6, 10)).rstrip(".") + "," for _ in range(2)]
+        out += [chorus + ",", chorus + "!"]
+    return "The lyrics: " + " ".join(out) + "\n"
+
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -576,6 +615,8 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "schedule": legit_schedule,
     "template-list": legit_template_list,
     "grid": legit_grid,
+    "draws": legit_draws,
+    "lyrics-line": legit_lyrics_line,
 }
 
 
@@ -592,7 +633,13 @@ def synthetic_cases(instances: int = 20, seed: int = 14) -> list[Case]:
     return out
 
 
-def real_cases(path: str = REAL_STREAMS) -> list[Case]:
+def is_legit(cls: str) -> bool:
+    """Whether a class holds legitimate text (no loop to stop)."""
+    return cls.startswith("legit:") or cls.endswith(":no loop")
+
+
+def real_cases(path: str = REAL_STREAMS, prefix: str = "real") -> list[Case]:
+    """The labelled streams of a trace file as cases of class ``PREFIX:loop`` / ``PREFIX:no loop``."""
     if not os.path.exists(path):
         return []
     import gzip
@@ -603,7 +650,7 @@ def real_cases(path: str = REAL_STREAMS) -> list[Case]:
             e = json.loads(line)
             if e["type"] == "start":
                 loop = e.get("label") == "loop"
-                by[e["stream"]] = Case(e["stream"], "real:" + ("loop" if loop else "no loop"),
+                by[e["stream"]] = Case(e["stream"], f"{prefix}:" + ("loop" if loop else "no loop"),
                                        not loop, [], [], e.get("loop_start"),
                                        {"shape": e.get("shape", "")})
             elif e["type"] == "text-delta":
@@ -746,6 +793,7 @@ class Score:
     false_notice: int = 0
     latency: list[int] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
+    noticed_legit: list[str] = field(default_factory=list)   # legitimate cases with a notice
     by_case: dict[str, int] = field(default_factory=dict)   # loop name -> latency of its stop
 
     def add(self, case: Case, out: Outcome) -> None:
@@ -756,6 +804,7 @@ class Score:
                 self.missed.append(case.name)
             if out.notice is not None:
                 self.false_notice += 1
+                self.noticed_legit.append(case.name)
             return
         start = case.loop_start or 0
         if out.stop is not None and out.stop < start:
@@ -806,7 +855,7 @@ def markdown(table: dict[str, dict[str, Score]]) -> str:
     names = list(next(iter(table.values())).keys())
     out = ["| class | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for cls, row in table.items():
-        legit = cls.startswith("legit:") or cls == "real:no loop"
+        legit = is_legit(cls)
         out.append(f"| {cls} | " + " | ".join(row[n].cells(legit) for n in names) + " |")
     return "\n".join(out)
 
@@ -817,7 +866,7 @@ def paired(table: dict[str, dict[str, Score]], ours: str = "contextcare") -> str
     names = [n for n in next(iter(table.values())) if n != ours]
     out = ["| class | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for cls, row in table.items():
-        if cls.startswith("legit:") or cls == "real:no loop":
+        if is_legit(cls):
             continue
         cells = []
         for n in names:
@@ -838,16 +887,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instances", type=int, default=20)
     ap.add_argument("--classes", default="", help="comma-separated classes (default: all)")
     ap.add_argument("--no-real", action="store_true", help="skip the real-model streams")
+    ap.add_argument("--real", action="append", default=[], metavar="PREFIX=PATH",
+                    help="a labelled stream file and its class prefix (repeatable; default: "
+                         + ", ".join(f"{k}={os.path.relpath(v, ROOT)}" for k, v in STREAM_FILES.items())
+                         + ")")
     ap.add_argument("--missed", action="store_true", help="list what each detector missed")
     args = ap.parse_args(argv)
     cases = synthetic_cases(args.instances)
+    files = dict(STREAM_FILES)
+    if args.real:
+        files = {}
+        for spec in args.real:
+            prefix, sep, path = spec.partition("=")
+            if not sep or not prefix or not path:
+                ap.error(f"--real: expected PREFIX=PATH, got {spec!r}")
+            if not os.path.exists(path):
+                ap.error(f"--real: no such file {path!r}")
+            files[prefix] = path
     if not args.no_real:
-        cases += real_cases()
+        for prefix, path in files.items():
+            cases += real_cases(path, prefix)
     only = set(filter(None, args.classes.split(","))) or None
     table = evaluate(cases, args.engine, only)
     print("Loops: stopped/instances · latency median / worst (characters after the loop's "
           "start); \"(+k reminded)\": loops not stopped that got a reminder. Legitimate "
-          "(legit:*, real:no loop): false stops/instances (in parentheses: instances with any "
+          "(legit:*, real:no loop, heldout:no loop): false stops/instances (in parentheses: instances with any "
           "notice, reminders included).\n")
     print(markdown(table))
     print("\nLatency against each peer on the loops both stop: median of contextcare's minus the "
@@ -859,6 +923,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, sc in row.items():
                 if sc.missed and name == "contextcare":
                     print(f"{cls} {name}: {' '.join(sc.missed)}")
+                if sc.noticed_legit and name == "contextcare":
+                    print(f"{cls} {name} notices: {' '.join(sc.noticed_legit)}")
     return 0
 
 

@@ -238,10 +238,12 @@ int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t
 }
 
 int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
-                              const cc_rule_spec *r, eng_finding *f) {
-    uint32_t distinct, n;
-    int found = cc_vocab_collapse(s, ring, chars, r->words, r->max_distinct, &distinct, f->cps,
-                                  &n);
+                              const cc_rule_spec *r, eng_finding *f, uint64_t *seen) {
+    uint32_t distinct, n, need;
+    int found = cc_vocab_collapse(s, ring, chars, r->words, r->max_distinct, r->one_line,
+                                  &distinct, f->cps, &n, &need);
+    /* no hit before `need` more words: the checks until then are skipped */
+    if (!found) *seen += need - 1;
     if (found <= 0) return found;
     f->count = distinct;
     f->total = r->words;
@@ -322,8 +324,8 @@ void eng_throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
                     /* what eng_check_rule would return at once for (SegmentRepeat may ask to
                      * wait for more segments: a hit needs them) */
                     skip = s && (r->kind == CC_K_SEGMENT_REPEAT ? s->seg_serial <= w->seen[ri]
-                                 : w->seen[ri] == (r->kind == CC_K_BLOCK_REPEAT
-                                                       ? s->seg_serial : s->word_serial));
+                                 : r->kind == CC_K_VOCAB_COLLAPSE ? s->word_serial <= w->seen[ri]
+                                 : w->seen[ri] == s->seg_serial);
                 }
                 if (!skip) {
                     eng_check_rule(w, ri, v, pos);
@@ -407,14 +409,15 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
         cc_segscan *s = view_seg(w, v);
         if (!s) return;
         uint64_t serial = r->kind == CC_K_VOCAB_COLLAPSE ? s->word_serial : s->seg_serial;
-        /* (SegmentRepeat may ask to wait for more segments: a hit needs them) */
-        if (r->kind == CC_K_SEGMENT_REPEAT ? serial <= w->seen[ri] : w->seen[ri] == serial)
+        /* (SegmentRepeat and VocabCollapse may ask to wait for more segments or words: a hit
+         * needs them) */
+        if (r->kind != CC_K_BLOCK_REPEAT ? serial <= w->seen[ri] : w->seen[ri] == serial)
             return;
         w->seen[ri] = serial;
         found = r->kind == CC_K_BLOCK_REPEAT ? eng_detect_block_repeat(s, &v->ring, v->chars, r, &f)
                 : r->kind == CC_K_SEGMENT_REPEAT
                     ? eng_detect_segment_repeat(s, &v->ring, v->chars, r, &f, &w->seen[ri])
-                    : eng_detect_vocab_collapse(s, &v->ring, v->chars, r, &f);
+                    : eng_detect_vocab_collapse(s, &v->ring, v->chars, r, &f, &w->seen[ri]);
         break;
     }
     default: return;

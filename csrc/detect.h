@@ -44,6 +44,6 @@ int eng_detect_structure_flood(const cc_ring *ring, uint32_t avail, const cc_rul
 int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                               const cc_rule_spec *r, eng_finding *f, uint64_t *seen);
 int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
-                              const cc_rule_spec *r, eng_finding *f);
+                              const cc_rule_spec *r, eng_finding *f, uint64_t *seen);
 
 #endif

@@ -117,6 +117,7 @@ typedef struct cc_rule_spec {
     /* CC_K_VOCAB_COLLAPSE */
     uint32_t words;           /* [2, CC_MAX_VOCAB_WORDS] */
     uint32_t max_distinct;    /* [1, words - 1] */
+    int one_line;             /* the words must all be on the current line */
     /* CC_K_SEGMENT_REPEAT (also top, min_count, min_letters above) */
     uint32_t window;          /* segments, [1, CC_MAX_BLOCK_SEGMENTS] */
 } cc_rule_spec;

@@ -618,6 +618,8 @@ gap: /* CC_SEG_GAP: after spaces that follow a letter */
             hw = cc_h32(CC_H32_OFFSET, f);
             word_from = (ptrdiff_t)k;
             sg->word_start = base + i0 + k;
+            sg->word_gap = sg->gap_mark; /* (a list separator before the spaces) */
+            sg->gap_mark = 0;
             k++;
             in_gap = 0;
             goto run;

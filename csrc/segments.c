@@ -13,6 +13,11 @@ static inline int ascii_end(uint32_t cp) { return cp == '.' || cp == '!' || cp =
 static inline int cjk_end(uint32_t cp) {
     return cp == 0x3002 || cp == 0xFF01 || cp == 0xFF1F || cp == 0xFF1B;
 }
+/* A character that makes the gap between two words a list gap (VocabCollapse). */
+static inline int list_separator(uint32_t cp) {
+    return cp == ',' || cp == ';' || cp == '|' || cp == '/' || cp == '>' || cp == 0x3001 ||
+           cp == 0xFF0C || cp == 0xFF1B || (cp >= 0x2190 && cp <= 0x21FF);
+}
 static inline int fence_tag(uint32_t cp) {
     return (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || is_digit(cp) || cp == '_' ||
            cp == '+' || cp == '-';
@@ -29,6 +34,7 @@ static void line_reset(cc_segscan *s, int mask_fences) {
     s->fence_st = mask_fences ? FST_START : FST_NO;
     s->fence_k = s->fence_ch = 0;
     s->line_started = s->line_gap = 0;
+    s->line_words = 0;
 }
 
 cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences) {
@@ -267,11 +273,14 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
                 s->word_start = index;
                 s->hw = CC_H32_OFFSET;
                 s->w_letters = 0;
+                s->word_gap = s->gap_mark;
+                s->gap_mark = 0;
             }
             s->hw = h32(s->hw, fold(cp));
             if (!(cls & C_DIGIT) && s->w_letters < 2) s->w_letters++;
         } else {
             end_word(s, mask_fences);
+            if (list_separator(cp)) s->gap_mark = 1;
         }
         if (cls & C_NL) {
             int fence = s->line_started &&
@@ -317,6 +326,8 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                     t->word_start = index;
                     t->hw = CC_H32_OFFSET;
                     t->w_letters = 0;
+                    t->word_gap = t->gap_mark;
+                    t->gap_mark = 0;
                 }
                 /* a letter never opens a fence line; it ends the recogniser's hopes */
                 t->fence_st = FST_NO;
@@ -463,7 +474,12 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         while (i + per < n && key[sidx(s, i)] == key[sidx(s, i + per)]) i++;
         uint32_t length = i + per;
         uint64_t covered = 0;
-        for (uint32_t k = 0; k < length; k++) covered += s->sgap[sidx(s, k)];
+        /* (the characters of a segment written in CJK count twice, as its letters do for
+         * SegmentRepeat) */
+        for (uint32_t k = 0; k < length; k++) {
+            uint32_t i = sidx(s, k);
+            covered += (uint64_t)s->sgap[i] << s->swide[i];
+        }
         if (covered < p->min_chars) return 0;
         uint32_t total = 0;
         for (uint32_t k = 0; k < per; k++) total += s->sgap[sidx(s, k)];
@@ -494,28 +510,49 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
 }
 
 int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, uint32_t nwords,
-                      uint32_t max_distinct, uint32_t *distinct, uint32_t *line,
-                      uint32_t *line_chars) {
-    if (s->wn < nwords) return 0;
+                      uint32_t max_distinct, int one_line, uint32_t *distinct, uint32_t *line,
+                      uint32_t *line_chars, uint32_t *need) {
+    *need = 1;
+    if (s->wn < nwords) {
+        *need = nwords - s->wn;
+        return 0;
+    }
+    if (one_line && s->line_words < nwords) {
+        /* not all on the current line */
+        *need = nwords - s->line_words;
+        return 0;
+    }
     uint32_t seen[64], *d = max_distinct < 64 ? seen : malloc((max_distinct + 1) * sizeof *d);
     if (!d) return -1;
-    uint32_t nd = 0, lexical = 0;
+    uint32_t nd = 0, lexical = 0, marked = 0;
     int hit = 1;
     for (uint32_t k = 0; k < nwords && hit; k++) {
         uint32_t i = s->wpos > k ? s->wpos - 1 - k : s->wpos + s->wcap - 1 - k;
         uint32_t h = s->words[i], j;
         lexical += h & 1u;
+        /* the gap before each word but the oldest */
+        if (k + 1 < nwords) marked += (h >> 1) & 1u;
+        h &= ~2u;
         for (j = 0; j < nd; j++)
             if (d[j] == h) break;
         if (j == nd) {
-            if (nd == max_distinct) hit = 0;
-            else d[nd++] = h;
+            if (nd == max_distinct) {
+                /* the newest k + 1 words already hold too many distinct ones, and they stay
+                 * among the last nwords for the next nwords - k - 1 words */
+                hit = 0;
+                *need = nwords - k;
+            } else {
+                d[nd++] = h;
+            }
         }
     }
     if (d != seen) free(d);
     /* a window of mostly numbers and one-letter cells (a 0/1 grid, a spaced DNA sequence) is
      * data, not a collapse */
     if (!hit || 2 * (uint64_t)lexical < nwords) return 0;
+    /* a list, not a collapse: three quarters of the gaps between them or more hold a list
+     * separator (Heads, Tails, Tails, ...; up -> up -> left) */
+    if (4 * (uint64_t)marked >= 3 * (uint64_t)(nwords - 1)) return 0;
     *distinct = nd;
     *line_chars = 0;
     uint64_t start = s->wsn < 8 ? s->wstart[0] : s->wstart[s->wspos];

@@ -39,6 +39,10 @@ typedef struct cc_segscan {
     uint8_t w_letters; /* letters (word characters but ASCII digits) of the pending word, up to 2 */
     uint32_t hw;
     uint64_t word_start;
+    /* VocabCollapse: a list separator since the previous word ended (gap_mark), and in the
+     * gap before the pending word (word_gap); words kept since the last newline or switch */
+    uint8_t gap_mark, word_gap;
+    uint32_t line_words;
     /* fence state of the current line (words inside fences are left out when masking) */
     uint8_t fence_st, fence_inside, line_started, line_gap;
     uint32_t fence_k, fence_ch;
@@ -54,7 +58,8 @@ typedef struct cc_segscan {
     uint8_t *fpe, *fps;
     uint32_t fpos;
     /* kept words: the folded hash with its lowest bit replaced by 1 when the word has two
-     * letters or more (a *lexical* word; numbers and one-letter cells are not) */
+     * letters or more (a *lexical* word; numbers and one-letter cells are not) and its next
+     * bit by 1 when the gap before the word held a list separator */
     uint32_t wcap, wn, wpos;
     uint64_t word_serial;
     uint32_t *words;
@@ -70,7 +75,8 @@ typedef struct cc_segscan {
  *   CC_SEG_RUN  after a letter of a run (in a word, no space pending): a letter moves the three
  *               hashes and the counters; a space ends the word and moves the exact hash;
  *   CC_SEG_GAP  after spaces that follow such a letter: a space moves the exact hash; a letter
- *               adds the pending space to the skeleton and starts a word.
+ *               adds the pending space to the skeleton and starts a word (which takes the gap's
+ *               list-separator mark, gap_mark, as its word_gap).
  * "Letter" is cc_seg_letter (ASCII letters, and from U+3040 up all but the three full-width
  * ends); "space" is ' ' alone. That is exactly what cc_segscan_scan does with those characters
  * in those states (its run path, its space path), so the scan may go on from any point either
@@ -98,11 +104,12 @@ static inline int cc_segscan_mode(const cc_segscan *s) {
     return s->pend_space && s->line_gap ? CC_SEG_GAP : CC_SEG_LAG;
 }
 
-/* Keep the word that just ended (hw, w_letters, word_start): into the ring of words, unless
- * it lies inside a code fence and fences are masked. */
+/* Keep the word that just ended (hw, w_letters, word_gap, word_start): into the ring of words
+ * and the line's count, unless it lies inside a code fence and fences are masked. */
 static inline void cc_segscan_keep_word(cc_segscan *s, int mask_fences) {
     if (mask_fences && s->fence_inside) return;
-    s->words[s->wpos] = (s->hw & ~1u) | (s->w_letters >= 2);
+    s->words[s->wpos] = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
+    s->line_words++;
     s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
     if (s->wn < s->wcap) s->wn++;
     s->word_serial++;
@@ -157,9 +164,11 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                       uint32_t *line_chars, uint32_t *need);
 
 /* VocabCollapse: 1 and the number of distinct words among the last `nwords` when at most
- * max_distinct; the quote (from the eighth-to-last word's start) in line/line_chars. */
+ * max_distinct (and, with `one_line`, all of them on the current line); the quote (from the
+ * eighth-to-last word's start) in line/line_chars. On a miss, *need = how many more words must
+ * be kept before a hit is possible at all (>= 1). */
 int cc_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars, uint32_t nwords,
-                      uint32_t max_distinct, uint32_t *distinct, uint32_t *line,
-                      uint32_t *line_chars);
+                      uint32_t max_distinct, int one_line, uint32_t *distinct, uint32_t *line,
+                      uint32_t *line_chars, uint32_t *need);
 
 #endif

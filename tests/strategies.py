@@ -52,6 +52,8 @@ FRAGMENTS = (
     # segments and words (BlockRepeat, VocabCollapse): sentences, list numbers, near-variants
     "Step 14: check it. ", "Step 15: check it. ", "12. Ilan\n", "13. Ilan\n",
     "first one! second? third; ", "它来了。又来了！", "items its itemsThe ",
+    # VocabCollapse list gaps: separators between words (a list, not a collapse)
+    "heads, tails, heads, ", "up → up → left ", "yes / no > ok | no; ", "正面、反面、",
     "class A2:\n    def f(self):\n        return 2\n",
     # SegmentRepeat: a changing word, short CJK names
     "Alice has the key 3.\n", "Alice had the key 4.\n", "12. 伊兰\n", "13. 王芳\n",
@@ -139,7 +141,7 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
             **common)),
         st.integers(3, 12).flatmap(lambda n: st.builds(
             VocabCollapse, st.just(rid), words=st.just(n), max_distinct=st.integers(1, n - 1),
-            every_bytes=_EVERY, **common)),
+            one_line=st.booleans(), every_bytes=_EVERY, **common)),
     )
 
 

@@ -131,8 +131,8 @@ def test_scan_table_shows_flagged_streams_with_their_file(
     assert "newline-free-flood.jsonl" in lines and "anxious-zh.jsonl" in lines  # file headings
     assert " flood " in out and " anxious-zh " in out
     assert "clean-answer" not in out
-    # the flood is a tail repeat and a vocabulary collapse (two aborts)
-    assert "3 streams, 4 detections (2 abort, 2 remind)" in out
+    # the flood is a tail repeat and a vocabulary collapse, short and long (three aborts)
+    assert "3 streams, 5 detections (3 abort, 2 remind)" in out
 
 
 @pytest.mark.parametrize(("name", "fail_on", "expected"), [

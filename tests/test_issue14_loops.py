@@ -80,7 +80,8 @@ def test_vocabulary_collapse_is_stopped(engine: ModuleType) -> None:
     words = ["items", "its", "itemsThe", "items,", "the"]
     text = PROSE + " ".join(rng.choice(words) for _ in range(400))
     found = _aborts(_run(engine, text))
-    assert found and found[0].rule == "vocab-collapse" and found[0].count <= 5
+    # on one line: the short rule stops it first
+    assert found and found[0].rule == "vocab-collapse-line" and found[0].count <= 5
 
 
 def _grid(rng: object, cells: str, rows: int, cols: int, sep: str = " ") -> str:
@@ -103,6 +104,49 @@ def test_a_grid_of_numbers_or_one_letter_cells_is_data_not_a_collapse(
 
     text = make(random.Random(7))  # type: ignore[operator]
     assert not [d for d in _run(engine, text) if d.rule == "vocab-collapse"]
+
+
+def test_a_collapse_on_one_line_is_stopped_before_eighty_words(
+        engine: ModuleType) -> None:
+    import random
+
+    rng = random.Random(11)
+    vocab = ["items", "its", "itemsThe", "the", "of", "items,"]
+    words = [rng.choice(vocab) for _ in range(300)]
+    text = PROSE + " ".join(words)
+    found = _aborts(_run(engine, text))
+    assert found and found[0].rule == "vocab-collapse-line"
+    # 32 words kept, then at most 128 bytes to the next check (and the word ending there)
+    at = found[0].offset - len(PROSE)
+    assert at <= len(" ".join(words[:32])) + 128 + 9
+    assert at < len(" ".join(words[:80]))
+    assert found[0].count <= 8 and found[0].total == 32
+
+
+def test_a_short_collapse_broken_by_newlines_waits_for_the_long_rule(engine: ModuleType) -> None:
+    import random
+
+    rng = random.Random(12)
+    vocab = ["items", "its", "itemsThe", "the", "of"]
+    # 20 words a line: never 32 on one line, so only the 80-word rule can stop it
+    lines = [" ".join(rng.choice(vocab) for _ in range(20)) + "\n" for _ in range(10)]
+    found = _aborts(_run(engine, PROSE + "".join(lines)))
+    assert found and found[0].rule == "vocab-collapse"
+    assert found[0].offset - len(PROSE) > len("".join(lines[:3]))
+
+
+@pytest.mark.parametrize("sep", [", ", " | ", " / ", " → ", "、", "; "])
+def test_a_line_of_draws_is_a_list_not_a_collapse(engine: ModuleType, sep: str) -> None:
+    import random
+
+    rng = random.Random(13)
+    values = ["正面", "反面"] if sep == "、" else ["Heads", "Tails", "up", "down"]
+    text = "The results: " + sep.join(rng.choice(values) for _ in range(150)) + ".\n\n" + PROSE
+    assert not _aborts(_run(engine, text))
+    # the same draws with plain spaces between them: a collapse
+    plain = "The results: " + " ".join(rng.choice(values) for _ in range(150)) + ".\n"
+    assert [d.rule for d in _aborts(_run(engine, plain))][:1] in (["vocab-collapse-line"],
+                                                                   ["vocab-collapse"])
 
 
 def test_a_collapse_counts_when_half_of_its_words_are_lexical(engine: ModuleType) -> None:
@@ -186,6 +230,8 @@ def test_bad_parameter_types_name_the_field() -> None:
         cc.BlockRepeat("b", near=1)  # type: ignore[arg-type]
     with pytest.raises(RuleTypeError, match="words"):
         cc.VocabCollapse("v", words="80")  # type: ignore[arg-type]
+    with pytest.raises(RuleTypeError, match="one_line"):
+        cc.VocabCollapse("v", one_line=1)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- SegmentRepeat

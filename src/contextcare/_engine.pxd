@@ -60,6 +60,7 @@ cdef extern from "engine.h" nogil:
         uint32_t ndelimiters
         uint32_t window_chars, max_period, min_repeats, min_chars
         int near
+        int one_line
         uint32_t min_letters, words, max_distinct, window
 
     ctypedef struct cc_compile_error:

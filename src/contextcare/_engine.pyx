@@ -146,6 +146,7 @@ cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
     s.min_letters = spec.get("min_letters", 0)
     s.words = spec.get("words", 0)
     s.max_distinct = spec.get("max_distinct", 0)
+    s.one_line = spec.get("one_line", False)
     s.window = spec.get("window", 0)
     if spec.get("fillers"):
         points = _code_points(spec["fillers"], keep)

@@ -43,7 +43,8 @@ def default_rules() -> list[Rule]:
     or not), ``block-repeat`` (a block of up to 128 lines or sentences repeated three times back
     to back, over at least 60 characters, fenced code included), ``near-repeat-long`` (a unit
     of up to 32 lines repeated ten times with only its numbers changed), ``vocab-collapse``
-    (80 words with at most 8 distinct ones, outside code fences), ``near-lines`` (the last 12
+    (80 words with at most 8 distinct ones, outside code fences), ``vocab-collapse-line`` (the
+    same over 32 words all on the current line), ``near-lines`` (the last 12
     lines or sentences on at most 2 skeletons: a number or a word flipping between a few values)
     and ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter).
     Remind: ``near-repeat`` (a unit of up to 64 lines repeated four times with only its numbers
@@ -63,6 +64,7 @@ def default_rules() -> list[Rule]:
         BlockRepeat("block-repeat"),
         BlockRepeat("near-repeat-long", near=True, max_period=32, min_repeats=10, min_chars=600),
         VocabCollapse("vocab-collapse"),
+        VocabCollapse("vocab-collapse-line", words=32, one_line=True, every_bytes=128),
         SegmentRepeat("near-lines", window=12, top=2, min_count=12, every_bytes=256),
         SegmentRepeat("near-cycle", window=60, top=6, min_count=60, every_bytes=256),
         BlockRepeat("near-repeat", near=True, max_period=64, min_repeats=4, min_chars=200,

@@ -347,6 +347,12 @@ class _ViewState:
     words: deque[str] = field(default_factory=deque)
     word_starts: deque[int] = field(default_factory=deque)
     word_serial: int = 0
+    # Words kept since the last newline or channel switch (one_line); whether the gap before
+    # each kept word (since the previous word ended) held a list separator.
+    line_words: int = 0
+    gap_mark: bool = False
+    word_gap: bool = False
+    word_gaps: deque[bool] = field(default_factory=deque)
     # windowed rule index -> the segment / word serial at its previous check.
     seen_serial: dict[int, int] = field(default_factory=dict)
 
@@ -525,6 +531,7 @@ class Watcher:
         plan = next(p for p in self._ruleset._plans if p.name == "combined")
         self._end_pieces(plan, view)
         pending = self._end_line(plan, view)
+        view.line_words = 0         # the line ended (VocabCollapse one_line)
         view.recent = ""            # phrase automata to the start state; the tail barrier
         view.clear_quote_state()
         view.inside_fence = False
@@ -618,9 +625,15 @@ class Watcher:
         if _is_word_char(c):
             if not view.word:
                 view.word_start = view.chars - 1
+                view.word_gap = view.gap_mark
+                view.gap_mark = False
             view.word += c
         else:
             self._end_word(plan, view)
+            if c == "\n":
+                view.line_words = 0
+            elif _list_separator(c):
+                view.gap_mark = True
 
     def _end_word(self, plan: _ViewPlan, view: _ViewState) -> None:
         word = view.word
@@ -631,10 +644,13 @@ class Watcher:
             return
         cap = plan.words
         view.words.append(_fold(word))
+        view.word_gaps.append(view.word_gap)
         view.word_starts.append(view.word_start)
         view.word_serial += 1
+        view.line_words += 1
         if len(view.words) > cap:
             view.words.popleft()
+            view.word_gaps.popleft()
         if len(view.word_starts) > 8:
             view.word_starts.popleft()
 
@@ -961,7 +977,7 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
         while n - 1 - i - p >= 0 and key(n - 1 - i) == key(n - 1 - i - p):
             i += 1
         length = i + p                      # segments of the periodic run
-        if sum(s.gap for s in segs[n - length:]) < rule.min_chars:
+        if sum(s.gap << s.wide for s in segs[n - length:]) < rule.min_chars:
             return None
         chars = sum(s.gap for s in unit)
         start = n - length
@@ -1003,12 +1019,28 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     return {"line": line, "count": covered, "total": rule.window}
 
 
+#: Characters that make the gap between two words a list gap (VocabCollapse), besides the
+#: arrows U+2190-U+21FF.
+_LIST_SEPARATORS = frozenset(",;|/>\u3001\uff0c\uff1b")
+
+
+def _list_separator(c: str) -> bool:
+    return c in _LIST_SEPARATORS or "\u2190" <= c <= "\u21ff"
+
+
 def _lexical(word: str) -> bool:
     return sum(1 for c in word if not "0" <= c <= "9") >= 2
 
 
 def _vocab_collapse(rule: VocabCollapse, view: _ViewState) -> dict[str, Any] | None:
     if len(view.words) < rule.words:
+        return None
+    if rule.one_line and view.line_words < rule.words:
+        return None         # not all on the current line
+    # a list, not a collapse: half of the gaps between them (the gap before each word but the
+    # oldest) or more hold a list separator (Heads, Tails, Tails, ...; up → up → left)
+    marked = sum(list(view.word_gaps)[len(view.word_gaps) - rule.words + 1:])
+    if 4 * marked >= 3 * (rule.words - 1):
         return None
     last = list(view.words)[-rule.words:]
     distinct = len(set(last))

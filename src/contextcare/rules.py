@@ -581,7 +581,9 @@ class BlockRepeat(Rule):
     ``p`` segments repeated, for the smallest such ``p``, when that unit holds at least
     ``min_letters`` letters (word characters other than ASCII digits) per segment on average —
     so ``# x # = #``, ``| row # | # |`` or a cycle of two-character lines never counts — and the
-    whole periodic run at the end of the view spans at least ``min_chars`` characters. Inside
+    whole periodic run at the end of the view spans at least ``min_chars`` characters (those of a
+    segment whose first letter is at U+3040 or above — kana, CJK, Hangul — count twice: a
+    15-character Chinese line carries what a 30-character English one does). Inside
     code fences too. With ``near=True`` segments are compared by their
     *skeleton* (digit runs -> ``#``, ASCII letters lower-cased, whitespace runs -> one space),
     so ``Step 14: ...`` / ``Step 15: ...`` or a class repeated with a counter count as copies.
@@ -628,7 +630,16 @@ class VocabCollapse(Rule):
     """Output collapsed onto a handful of words: among the last ``words`` words of the view at
     most ``max_distinct`` distinct ones (ASCII letters folded to lower case), at least half of
     them lexical (two letters or more, a letter being a word character other than an ASCII
-    digit): a grid of ``0``/``1`` cells or a spaced DNA sequence is data, not a collapse.
+    digit): a grid of ``0``/``1`` cells or a spaced DNA sequence is data, not a collapse; and
+    fewer than three quarters of the gaps between them (the gap before each word but the oldest,
+    since the previous word ended) may hold a list separator (``, ; | / >``, ``、，；`` or an
+    arrow U+2190-U+21FF): a line of coin flips ``Heads, Tails, Tails, …`` or moves
+    ``up → left → up …`` is a list, not a collapse.
+
+    With ``one_line=True`` the words must also all be on the current line: kept since the view's
+    last newline or channel switch. A collapse runs on without newlines, legitimate text with few
+    words rarely does, so such a rule can judge on fewer words (``vocab-collapse-line`` of the
+    defaults: 32).
 
     A word is a maximal run of word characters (ASCII letters and digits; above U+0080 any
     character that is not whitespace, general punctuation, symbols or CJK punctuation). Words
@@ -641,13 +652,15 @@ class VocabCollapse(Rule):
     detector: ClassVar[str] = "vocab-collapse"
     windowed: ClassVar[bool] = True
     evidence: ClassVar[tuple[str, ...]] = ("line", "count", "total")
-    engine_fields: ClassVar[tuple[str, ...]] = ("every_bytes", "words", "max_distinct")
+    engine_fields: ClassVar[tuple[str, ...]] = ("every_bytes", "words", "max_distinct",
+                                                "one_line")
     topic: ClassVar[str] = "loop"
 
     id: str
     _: KW_ONLY
     words: int = 80
     max_distinct: int = 8
+    one_line: bool = False
     every_bytes: int = 128
     channel: str = "combined"
     action: str = "abort"
@@ -657,6 +670,7 @@ class VocabCollapse(Rule):
         _windowed(self)
         _int(self, "words", 2, _limits.MAX_VOCAB_WORDS)
         _int(self, "max_distinct", 1, self.words - 1)
+        _bool(self, "one_line")
         _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
 
 

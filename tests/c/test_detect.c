@@ -177,14 +177,38 @@ static void test_vocab_collapse(void) {
     r.kind = CC_K_VOCAB_COLLAPSE;
     r.words = 12, r.max_distinct = 3;
     eng_finding f = {0};
+    uint64_t seen = 0;
     /* the last word counts once it has ended */
     const char *text = "A start. its items its itemsThe items its items, itemsThe its items its its.";
     cc_ring ring = {0};
     cc_segscan *s = scanned(&ring, text, 0, 16);
-    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f) == 1);
+    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f, &seen) == 1);
     CHECK(f.count == 3 && f.total == 12 && f.ncps > 0);
     r.max_distinct = 2;
-    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f) == 0);
+    seen = 0;
+    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(text), &r, &f, &seen) == 0);
+    /* the newest 5 words hold 3 distinct ones: no hit before 12 - 5 + 1 more words */
+    CHECK(seen == 12 - 5);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    /* one_line: the twelve words must follow the last newline; on a miss, the words still to
+     * come are skipped */
+    const char *split = "A start. its items its itemsThe items its\nitems, itemsThe its items its its.";
+    r.max_distinct = 3;
+    s = scanned(&ring, split, 0, 16);
+    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(split), &r, &f, &seen) == 1);
+    r.one_line = 1;
+    seen = 5;
+    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(split), &r, &f, &seen) == 0);
+    CHECK(seen == 5 + 12 - 6 - 1);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    /* a list is not a collapse: three quarters of the gaps hold a separator */
+    const char *list = "Flips: heads, tails, tails, heads, heads, tails, heads, tails, tails, heads, "
+                       "heads, tails, heads.";
+    r.max_distinct = 3;
+    s = scanned(&ring, list, 0, 16);
+    CHECK(eng_detect_vocab_collapse(s, &ring, strlen(list), &r, &f, &seen) == 0);
     cc_segscan_free(s);
     cc_ring_free(&ring);
 }
