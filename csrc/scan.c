@@ -701,11 +701,12 @@ HOT_INLINE void run_lines_feed(cc_watcher *w, const viewplan *vp, view *v, const
                                 cp, cc_space_bit(cp));
                 cc_segscan_step(sg, cp, mask);
             } else {
-                /* a line end, a line start, a possible fence or a throttle point */
+                /* a line end, a line start, a possible fence or a throttle point: the scanner
+                 * takes the character first, so that the checks there find it up to date (no
+                 * catch-up from the ring for one character) */
                 if (counted) v->bytes += (uint64_t)(left0 - left);
-                const uint64_t at = base + i + 1;
-                ln_event(w, vp, v, cp, at, (uint64_t)i + 1);
-                if (v->seg->scanned + 1 == at) cc_segscan_step(v->seg, cp, mask);
+                cc_segscan_step(sg, cp, mask);
+                ln_event(w, vp, v, cp, base + i + 1, (uint64_t)i + 1);
             }
             i++;
             continue;
