@@ -763,12 +763,14 @@ DEFINE_RUN_LINES_FEED(4, 1, 1)
 /* A view that keeps lines (and maybe the ring and throttled checks) but matches no phrases:
  * the combined view of the default rules. `wide`: the ring keeps high bits; `builder`: the view
  * keeps lines (else it has only the ring). As run_phrases, the fast loop stops before a
- * character that needs more, which ln_event handles. A long call whose view has a scanner
- * keeping segments and words goes to run_lines_feed. */
+ * character that needs more, which ln_event handles. `batch`: a loop of replay's batches
+ * (eng_pair_loops_batch), where a long call whose view has a scanner keeping segments and words
+ * goes to run_lines_feed; the loops of Watcher.feed do not even test for it. */
 HOT_INLINE void run_lines(cc_watcher *w, const viewplan *vp, view *v, const void *data,
-                          size_t len, const int kind, const int wide, const int builder) {
+                          size_t len, const int kind, const int wide, const int builder,
+                          const int batch) {
     const cc_segscan *sg = v->seg;
-    if (UNLIKELY(len >= FEED_MIN_CHARS) && v->ring.lo &&
+    if (batch && UNLIKELY(len >= FEED_MIN_CHARS) && v->ring.lo &&
         (sg ? sg->scap && sg->wcap : vp->seg_cap && vp->word_cap)) {
         /* constants in every specialisation: one call remains */
 #define FEED_CALL(K, W)                                                                        \
@@ -837,10 +839,10 @@ static void pair_generic(cc_watcher *w, int channel, const void *data, size_t le
 /* The common shapes in one function: the channel's view matches phrases with one automaton
  * (ph) or is unused, and the combined view keeps lines or only the ring (builder). */
 HOT_INLINE void pair_fused(cc_watcher *w, int ch, const void *d, size_t n, const int kind,
-                           const int wide, const int ph, const int builder) {
+                           const int wide, const int ph, const int builder, const int batch) {
     if (ph) run_phrases(w, &w->rs->views[ch], &w->v[ch], d, n, kind);
     run_lines(w, &w->rs->views[CC_VIEW_COMBINED], &w->v[CC_VIEW_COMBINED], d, n, kind, wide,
-              builder);
+              builder, batch);
 }
 
 /* ---- the loop tables ----------------------------------------------------------------- */
@@ -854,17 +856,18 @@ HOT_INLINE void pair_fused(cc_watcher *w, int ch, const void *d, size_t n, const
 #define VIEW_SHAPES(X) X(VIEW_ALL) X(VIEW_PHRASES) X(VIEW_LINES) X(VIEW_RING)
 #define VIEW_LOOP_VIEW_ALL(K, W) run_view(w, vp, v, d, n, K, LOOP_PH | LOOP_LN)
 #define VIEW_LOOP_VIEW_PHRASES(K, W) run_phrases(w, vp, v, d, n, K)
-#define VIEW_LOOP_VIEW_LINES(K, W) run_lines(w, vp, v, d, n, K, W, 1)
-#define VIEW_LOOP_VIEW_RING(K, W) run_lines(w, vp, v, d, n, K, W, 0)
+#define VIEW_LOOP_VIEW_LINES(K, W) run_lines(w, vp, v, d, n, K, W, 1, 0)
+#define VIEW_LOOP_VIEW_RING(K, W) run_lines(w, vp, v, d, n, K, W, 0, 0)
 
 #define PAIR_SHAPES(X) \
     X(PAIR_GENERIC) X(PAIR_PH_LN) X(PAIR_PH_RG) X(PAIR_PH_EV) X(PAIR_LN) X(PAIR_RG)
-#define PAIR_LOOP_PAIR_GENERIC(K, W) pair_generic(w, ch, d, n, K)
-#define PAIR_LOOP_PAIR_PH_LN(K, W) pair_fused(w, ch, d, n, K, W, 1, 1)
-#define PAIR_LOOP_PAIR_PH_RG(K, W) pair_fused(w, ch, d, n, K, W, 1, 0)
-#define PAIR_LOOP_PAIR_LN(K, W) pair_fused(w, ch, d, n, K, W, 0, 1)
-#define PAIR_LOOP_PAIR_RG(K, W) pair_fused(w, ch, d, n, K, W, 0, 0)
-#define PAIR_LOOP_PAIR_PH_EV(K, W)                                                             \
+/* (B: the loop of replay's batches, see run_lines) */
+#define PAIR_LOOP_PAIR_GENERIC(K, W, B) pair_generic(w, ch, d, n, K)
+#define PAIR_LOOP_PAIR_PH_LN(K, W, B) pair_fused(w, ch, d, n, K, W, 1, 1, B)
+#define PAIR_LOOP_PAIR_PH_RG(K, W, B) pair_fused(w, ch, d, n, K, W, 1, 0, B)
+#define PAIR_LOOP_PAIR_LN(K, W, B) pair_fused(w, ch, d, n, K, W, 0, 1, B)
+#define PAIR_LOOP_PAIR_RG(K, W, B) pair_fused(w, ch, d, n, K, W, 0, 0, B)
+#define PAIR_LOOP_PAIR_PH_EV(K, W, B)                                                          \
     run_phrases_ring(w, &w->rs->views[ch], &w->v[ch], &w->v[CC_VIEW_COMBINED], d, n, K, 1, W)
 
 #define DEFINE_VIEW_LOOP(S, K, W)                                                              \
@@ -874,7 +877,10 @@ HOT_INLINE void pair_fused(cc_watcher *w, int ch, const void *d, size_t n, const
     }
 #define DEFINE_PAIR_LOOP(S, K, W)                                                              \
     static void loop_##S##_##K##W(cc_watcher *w, int ch, const void *d, size_t n) {            \
-        PAIR_LOOP_##S(K, W);                                                                   \
+        PAIR_LOOP_##S(K, W, 0);                                                                \
+    }                                                                                          \
+    static void loop_B_##S##_##K##W(cc_watcher *w, int ch, const void *d, size_t n) {          \
+        PAIR_LOOP_##S(K, W, 1);                                                                \
     }
 #define DEFINE_VIEW_LOOPS(S) FOR_KIND_WIDE(DEFINE_VIEW_LOOP, S)
 #define DEFINE_PAIR_LOOPS(S) FOR_KIND_WIDE(DEFINE_PAIR_LOOP, S)
@@ -887,3 +893,7 @@ PAIR_SHAPES(DEFINE_PAIR_LOOPS)
            {loop_##S##_11, loop_##S##_21, loop_##S##_41}},
 const run_fn eng_view_loops[NVIEW_SHAPES][2][3] = {VIEW_SHAPES(LOOP_ROW)};
 const pair_fn eng_pair_loops[NPAIR_SHAPES][2][3] = {PAIR_SHAPES(LOOP_ROW)};
+#define LOOP_ROW_B(S)                                                                          \
+    [S] = {{loop_B_##S##_10, loop_B_##S##_20, loop_B_##S##_41},                                \
+           {loop_B_##S##_11, loop_B_##S##_21, loop_B_##S##_41}},
+const pair_fn eng_pair_loops_batch[NPAIR_SHAPES][2][3] = {PAIR_SHAPES(LOOP_ROW_B)};
