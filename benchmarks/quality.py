@@ -636,6 +636,31 @@ def synthetic_cases(instances: int = 20, seed: int = 14) -> list[Case]:
     return out
 
 
+def code_cases(limit: int = 300, chars: int = 8000, seed: int = 14) -> list[Case]:
+    """Real code written by people, class ``code:no loop``: ``limit`` modules of the Python
+    standard library this interpreter runs on (test suites included: they repeat asserts),
+    drawn with a fixed seed, their first ``chars`` characters fenced as a model would answer
+    with them. [] when the sources are not installed."""
+    import sysconfig
+
+    root = sysconfig.get_paths()["stdlib"]
+    names = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ("site-packages", "dist-packages",
+                                                      "__pycache__"))
+        names += sorted(os.path.join(folder, f) for f in files if f.endswith(".py"))
+    out = []
+    for path in random.Random(seed).sample(names, min(limit, len(names))):
+        try:
+            with open(path, encoding="utf-8") as f:
+                body = f.read(chars)
+        except (UnicodeDecodeError, OSError):
+            continue
+        text = "Here is the module.\n\n```python\n" + body + "\n```\n"
+        out.append(synthetic_case(os.path.relpath(path, root), "code:no loop", text, None))
+    return out
+
+
 def is_legit(cls: str) -> bool:
     """Whether a class holds legitimate text (no loop to stop)."""
     return cls.startswith("legit:") or cls.endswith(":no loop")
@@ -904,7 +929,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", choices=("native", "reference"), default="native")
     ap.add_argument("--instances", type=int, default=20)
     ap.add_argument("--classes", default="", help="comma-separated classes (default: all)")
-    ap.add_argument("--no-real", action="store_true", help="skip the real-model streams")
+    ap.add_argument("--no-real", action="store_true",
+                    help="skip the real-model streams and the standard library's code")
     ap.add_argument("--real", action="append", default=[], metavar="PREFIX=PATH",
                     help="a labelled stream file and its class prefix (repeatable; default: "
                          + ", ".join(f"{k}={os.path.relpath(v, ROOT)}" for k, v in STREAM_FILES.items())
@@ -927,11 +953,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_real:
         for prefix, path in files.items():
             cases += real_cases(path, prefix)
+        cases += code_cases()
     only = set(filter(None, args.classes.split(","))) or None
     table = evaluate(cases, args.engine, only, args.word_repeat)
     print("Loops: stopped/instances · latency median / worst (characters after the loop's "
           "start); \"(+k reminded)\": loops not stopped that got a reminder. Legitimate "
-          "(legit:*, real:no loop, heldout:no loop): false stops/instances (in parentheses: instances with any "
+          "(legit:*, real:no loop, heldout:no loop, code:no loop): false stops/instances (in parentheses: instances with any "
           "notice, reminders included).\n")
     print(markdown(table))
     print("\nLatency against each peer on the loops both stop: median of contextcare's minus the "

@@ -212,7 +212,8 @@ int eng_detect_structure_flood(const cc_ring *ring, uint32_t avail, const cc_rul
 
 int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                             const cc_rule_spec *r, eng_finding *f) {
-    cc_block_params p = {r->near, r->max_period, r->min_repeats, r->min_chars, r->min_letters};
+    cc_block_params p = {r->near, r->max_period, r->min_repeats, r->min_chars, r->min_letters,
+                         r->fence_letters};
     cc_block_result res;
     if (!cc_block_repeat(s, ring, chars, &p, &res)) return 0;
     f->period = res.period;
@@ -225,7 +226,7 @@ int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t c
 
 int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                               const cc_rule_spec *r, eng_finding *f, uint64_t *seen) {
-    cc_segrep_params p = {r->window, r->top, r->min_count, r->min_letters};
+    cc_segrep_params p = {r->window, r->top, r->min_count, r->min_letters, r->fences};
     uint32_t covered, n, need = 1;
     int found = cc_segment_repeat(s, ring, chars, &p, &covered, f->cps, &n, &need);
     /* no hit before `need` more segments: the checks until then are skipped */

@@ -117,12 +117,15 @@ typedef struct cc_rule_spec {
     /* CC_K_BLOCK_REPEAT (also max_period, min_repeats, min_chars above) */
     int near;                 /* compare segment skeletons, not their exact text */
     uint32_t min_letters;     /* per segment of the unit, [0, CC_MAX_COUNT] */
+    uint32_t fence_letters;   /* letters the periodic run needs inside a code fence,
+                                 [0, CC_MAX_COUNT] */
     /* CC_K_VOCAB_COLLAPSE */
     uint32_t words;           /* [2, CC_MAX_VOCAB_WORDS] */
     uint32_t max_distinct;    /* [1, words - 1] */
     int one_line;             /* the words must all be on the current line */
     /* CC_K_SEGMENT_REPEAT (also top, min_count, min_letters above) */
     uint32_t window;          /* segments, [1, CC_MAX_BLOCK_SEGMENTS] */
+    int fences;               /* SEGMENT_REPEAT: count the segments inside code fences */
     /* CC_K_WORD_REPEAT (also max_period, min_repeats, min_chars above: max_period in
      * [1, CC_MAX_WORD_PERIOD], max_period x min_repeats <= CC_MAX_WORD_TAIL) */
     uint32_t min_words;       /* lexical words in the unit, [0, CC_MAX_WORD_PERIOD] */

@@ -108,6 +108,7 @@ static int check_rule_spec(const cc_rule_spec *r, long long i, cc_compile_error 
         CHECK_RANGE(r->max_period * r->min_repeats, "max_period", 1, CC_MAX_BLOCK_SEGMENTS);
         CHECK_RANGE(r->min_chars, "min_chars", 1, CC_MAX_COUNT);
         CHECK_MAX(r->min_letters, "min_letters", CC_MAX_COUNT);
+        CHECK_MAX(r->fence_letters, "fence_letters", CC_MAX_COUNT);
         break;
     case CC_K_VOCAB_COLLAPSE:
         CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);

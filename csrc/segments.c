@@ -124,6 +124,10 @@ size_t cc_segscan_memory(const cc_segscan *s) {
 
 static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24)); }
 
+/* swide bits */
+#define SEG_WIDE 1u
+#define SEG_FENCED 2u
+
 static void end_segment(cc_segscan *s) {
     if (!s->raw) return;
     if (s->letters + s->digits && s->scap) {
@@ -133,7 +137,7 @@ static void end_segment(cc_segscan *s) {
         s->sgap[i] = sat16(s->tail_gap);
         s->sraw[i] = sat16(s->raw);
         s->sletters[i] = sat16(s->letters);
-        s->swide[i] = s->cjk;
+        s->swide[i] = (uint8_t)(s->cjk | (s->fence_inside ? SEG_FENCED : 0));
         s->spos = i + 1 == s->scap ? 0 : i + 1;
         uint32_t f = s->fpos ? s->fpos - 1 : s->scap - 1;
         s->fpe[f] = s->fpe[f + s->scap] = fingerprint(s->he_commit);
@@ -299,18 +303,20 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
             end_word(s, mask_fences);
             if (list_separator(cp)) s->gap_mark = 1;
         }
-        if (cls & C_NL) {
-            int fence = s->line_started &&
-                        ((s->fence_st == FST_TICKS && s->fence_k >= 3) || s->fence_st == FST_TAG);
-            if (mask_fences && fence) s->fence_inside ^= 1;
-            line_reset(s, mask_fences);
-        } else if (!sp) {
-            if (s->fence_st != FST_NO) fence_char(s, cp);
-            s->line_started = 1;
-            s->line_gap = 0;
-        } else if (s->line_started) {
-            s->line_gap = 1;
-        }
+    }
+    /* lines and code fences (after the segment and the word: a segment or word that ends at a
+     * newline lies on the line the newline ends) */
+    if (cls & C_NL) {
+        int fence = s->line_started &&
+                    ((s->fence_st == FST_TICKS && s->fence_k >= 3) || s->fence_st == FST_TAG);
+        if (mask_fences && fence) s->fence_inside ^= 1;
+        line_reset(s, mask_fences);
+    } else if (!sp) {
+        if (s->fence_st != FST_NO) fence_char(s, cp);
+        s->line_started = 1;
+        s->line_gap = 0;
+    } else if (s->line_started) {
+        s->line_gap = 1;
     }
 }
 
@@ -329,7 +335,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
     const int need_s = t->scap != 0, need_w = t->wcap != 0;
     for (uint64_t k = 0; k < n;) {
         uint32_t cp = hi ? (uint32_t)lo[i] | ((uint32_t)hi[i] << 16) : lo[i];
-        if (plain_word(cp) && (!need_w || t->fence_st == FST_NO || t->fence_st == FST_START)) {
+        if (plain_word(cp) && (t->fence_st == FST_NO || t->fence_st == FST_START)) {
             /* the common case, a run of letters (ASCII or not, no digit): only the hashes and
              * counters move; what step() would do, without its branches */
             if (need_s) {
@@ -346,11 +352,11 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                     t->word_gap = t->gap_mark;
                     t->gap_mark = 0;
                 }
-                /* a letter never opens a fence line; it ends the recogniser's hopes */
-                t->fence_st = FST_NO;
-                t->line_started = 1;
-                t->line_gap = 0;
             }
+            /* a letter never opens a fence line; it ends the recogniser's hopes */
+            t->fence_st = FST_NO;
+            t->line_started = 1;
+            t->line_gap = 0;
             uint32_t he = t->he_all, hs = t->hs, hw = t->hw, run;
             /* up to the end of the ring's storage or of the characters to scan */
             uint64_t left = n - k;
@@ -421,10 +427,8 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 }
                 t->in_digits = 0;
             }
-            if (need_w) {
-                if (t->in_word) end_word(t, mask_fences);
-                if (t->line_started) t->line_gap = 1;
-            }
+            if (need_w && t->in_word) end_word(t, mask_fences);
+            if (t->line_started) t->line_gap = 1;
         } else {
             step(t, cp, index, mask_fences);
         }
@@ -469,6 +473,7 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
      * first bytes), then the keys themselves */
     const uint8_t *fp = (p->near ? s->fps : s->fpe) + s->fpos;
     const uint32_t newest = key[sidx(s, 0)];
+    const int fenced = (s->swide[sidx(s, 0)] & SEG_FENCED) != 0;
     for (uint32_t per = 0;;) {
         const uint8_t *at = memchr(fp + per + 1, fp[0], pmax - per);
         if (!at) return 0;
@@ -490,9 +495,19 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
          * SegmentRepeat) */
         for (uint32_t k = 0; k < length; k++) {
             uint32_t i = sidx(s, k);
-            covered += (uint64_t)s->sgap[i] << s->swide[i];
+            covered += (uint64_t)s->sgap[i] << (s->swide[i] & SEG_WIDE);
         }
         if (covered < p->min_chars) return 0;
+        if (fenced && p->fence_letters) {
+            /* inside a code fence the run needs fence_letters letters: code repeats a short
+             * line on purpose (CJK letters count twice, as above) */
+            uint64_t run_letters = 0;
+            for (uint32_t k = 0; k < length; k++) {
+                uint32_t i = sidx(s, k);
+                run_letters += (uint64_t)s->sletters[i] << (s->swide[i] & SEG_WIDE);
+            }
+            if (run_letters < p->fence_letters) return 0;
+        }
         uint32_t total = 0;
         for (uint32_t k = 0; k < per; k++) total += s->sgap[sidx(s, k)];
         /* the unit's first segment: aligned to the start of the run, in the last copy
@@ -598,7 +613,9 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         for (uint32_t k = 0; k < w; k++) hist[fp[k]] = 0;
         for (uint32_t k = 0; k < w; k++) {
                 uint32_t i = sidx(s, k);
-            if (((uint32_t)s->sletters[i] << s->swide[i]) < p->min_letters) continue;
+            if (((uint32_t)s->sletters[i] << (s->swide[i] & SEG_WIDE)) < p->min_letters ||
+                (!p->fences && (s->swide[i] & SEG_FENCED)))
+                continue;
             uint32_t c = ++hist[fp[k]];
             if (c > most) most = c;
             if (c == 255) break; /* (most >= 255: no bound from here) */
@@ -624,7 +641,8 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
     int possible = 1;
     for (uint32_t k = 0; k < w; k++) {
         uint32_t i = sidx(s, k);
-        if (((uint32_t)s->sletters[i] << s->swide[i]) < p->min_letters) {
+        if (((uint32_t)s->sletters[i] << (s->swide[i] & SEG_WIDE)) < p->min_letters ||
+            (!p->fences && (s->swide[i] & SEG_FENCED))) {
             if (++excluded > slack) {
                 /* the newest k + 1 segments already leave too many uncovered, and they stay in
                  * the window for the next w - k - 1 segments */

@@ -44,8 +44,8 @@ typedef struct cc_segscan {
     uint64_t seg_serial;
     uint32_t *sexact, *sskel;
     uint16_t *sgap, *sraw, *sletters;
-    uint8_t *swide; /* 1: the first letter is at U+3040 or above (SegmentRepeat counts the
-                     * letters twice) */
+    uint8_t *swide; /* bit 0: the first letter is at U+3040 or above (SegmentRepeat counts
+                     * the letters twice); bit 1 (SEG_FENCED): it lies inside a code fence */
     /* one byte of each key, newest first: fpe[fpos + k] is the k-th newest segment's (k < scap;
      * every byte is written twice, scap apart, so the last scap are contiguous for memchr) */
     uint8_t *fpe, *fps;
@@ -78,6 +78,7 @@ void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence);
 typedef struct cc_block_params {
     int near;
     uint32_t max_period, min_repeats, min_chars, min_letters;
+    uint32_t fence_letters; /* letters the periodic run needs inside a code fence */
 } cc_block_params;
 
 typedef struct cc_block_result {
@@ -93,6 +94,7 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
 
 typedef struct cc_segrep_params {
     uint32_t window, top, min_count, min_letters;
+    int fences; /* 0: segments inside code fences stay uncovered */
 } cc_segrep_params;
 
 /* SegmentRepeat over the last `window` kept segments: 1 when the `top` most frequent skeletons

@@ -56,6 +56,8 @@ FRAGMENTS = (
     # VocabCollapse list gaps: separators between words (a list, not a collapse)
     "heads, tails, heads, ", "up → up → left ", "yes / no > ok | no; ", "正面、反面、",
     "class A2:\n    def f(self):\n        return 2\n",
+    # code fences: short lines repeated inside (BlockRepeat fence_letters, SegmentRepeat fences)
+    "```python\nx.NULL,\nx.NULL,\nx.NULL,\n", "    f(a, b)  # retry\n", "```\n\n",
     # SegmentRepeat: a changing word, short CJK names
     "Alice has the key 3.\n", "Alice had the key 4.\n", "12. 伊兰\n", "13. 王芳\n",
     # WordRepeat: words repeated with other gaps between them (punctuation, newlines, a list)
@@ -135,13 +137,15 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
             min_chars=st.integers(2, w), every_bytes=_EVERY, **common)),
         st.builds(BlockRepeat, st.just(rid), near=st.booleans(), max_period=st.integers(1, 8),
                   min_repeats=st.integers(2, 4), min_chars=st.integers(1, 120),
-                  min_letters=st.integers(0, 6), every_bytes=_EVERY, **common),
+                  min_letters=st.integers(0, 6),
+                  fence_letters=st.sampled_from([0, 0, 1, 5, 12, 40]), every_bytes=_EVERY,
+                  **common),
         st.builds(StructureFlood, st.just(rid), min_chars=st.integers(2, 40), every_bytes=_EVERY,
                   **common),
         st.integers(1, 12).flatmap(lambda n: st.builds(
             SegmentRepeat, st.just(rid), window=st.just(n), top=st.integers(1, 4),
-            min_count=st.integers(1, n), min_letters=st.integers(0, 6), every_bytes=_EVERY,
-            **common)),
+            min_count=st.integers(1, n), min_letters=st.integers(0, 6), fences=st.booleans(),
+            every_bytes=_EVERY, **common)),
         st.integers(3, 12).flatmap(lambda n: st.builds(
             VocabCollapse, st.just(rid), words=st.just(n), max_distinct=st.integers(1, n - 1),
             one_line=st.booleans(), every_bytes=_EVERY, **common)),

@@ -11,16 +11,14 @@ is welcome and shows up as XPASS.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 
 import pytest
+from labelled import DATA, Labelled, assert_engines_agree, first_abort, read_labelled
 
-from contextcare import reference
-from contextcare.presets import DEFAULT_OPTIONS, default_rules, default_ruleset
+from contextcare.presets import default_ruleset
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "smollm2-heldout.jsonl.gz")
+PATH = os.path.join(DATA, "smollm2-heldout.jsonl.gz")
 
 #: Labelled loops the default rules let run when the set was labelled: stream -> the loop's shape.
 MISSED: dict[str, str] = {
@@ -37,38 +35,11 @@ MISSED: dict[str, str] = {
     "heldout-clean-14-sampled-0.7": "2-line `Note:` block of ~230 characters with variants",
 }
 
-Stream = tuple[str, bool, int | None, str, list[str]]
+STREAMS = read_labelled(PATH)
+CLEAN = [s for s in STREAMS if not s.loop]
+LOOPS = [s for s in STREAMS if s.loop]
 
-
-def _streams() -> list[Stream]:
-    if not os.path.exists(DATA):
-        return []
-    out: dict[str, Stream] = {}
-    with gzip.open(DATA, "rt", encoding="utf-8") as f:
-        for line in f:
-            e = json.loads(line)
-            if e["type"] == "start":
-                out[e["stream"]] = (e["stream"], e["label"] == "loop", e["loop_start"],
-                                    e.get("shape", ""), [])
-            elif e["type"] == "text-delta":
-                out[e["stream"]][4].append(e["text"])
-    return list(out.values())
-
-
-STREAMS = _streams()
-CLEAN = [s for s in STREAMS if not s[1]]
-LOOPS = [s for s in STREAMS if s[1]]
-
-pytestmark = pytest.mark.skipif(not STREAMS, reason=f"no held-out data at {DATA}")
-
-
-def _first_abort(rs, deltas: list[str]) -> int | None:  # type: ignore[no-untyped-def]
-    w = rs.watcher()
-    found = []
-    for d in deltas:
-        found.extend(w.feed(d))
-    found.extend(w.finish())
-    return next((d.offset for d in found if d.action == "abort"), None)
+pytestmark = pytest.mark.skipif(not STREAMS, reason=f"no held-out data at {PATH}")
 
 
 @pytest.fixture(scope="module")
@@ -78,48 +49,36 @@ def ruleset():  # type: ignore[no-untyped-def]
 
 def test_labels_are_well_formed() -> None:
     assert LOOPS and CLEAN
-    for name, loop, start, shape, deltas in STREAMS:
-        if loop:
-            assert start is not None and 0 <= start < len("".join(deltas)), name
-            assert shape, name
+    for s in STREAMS:
+        if s.loop:
+            assert s.start is not None and 0 <= s.start < len("".join(s.deltas)), s.name
+            assert s.shape, s.name
         else:
-            assert start is None, name
-    assert set(MISSED) <= {s[0] for s in LOOPS}
+            assert s.start is None, s.name
+    assert set(MISSED) <= {s.name for s in LOOPS}
 
 
 def test_the_stored_test_data_stays_small() -> None:
-    folder = os.path.dirname(DATA)
-    total = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+    total = sum(os.path.getsize(os.path.join(DATA, n)) for n in os.listdir(DATA))
     assert total <= 2_000_000
 
 
-@pytest.mark.parametrize("stream", CLEAN, ids=[s[0] for s in CLEAN])
-def test_no_reply_labelled_clean_is_aborted(ruleset, stream: Stream) -> None:  # type: ignore[no-untyped-def]
-    name, _, _, _, deltas = stream
-    assert _first_abort(ruleset, deltas) is None
+@pytest.mark.parametrize("stream", CLEAN, ids=[s.name for s in CLEAN])
+def test_no_reply_labelled_clean_is_aborted(ruleset, stream: Labelled) -> None:  # type: ignore[no-untyped-def]
+    assert first_abort(ruleset, stream.deltas) is None
 
 
 @pytest.mark.parametrize("stream", [
-    pytest.param(s, id=s[0], marks=pytest.mark.xfail(reason=f"missed when labelled: {MISSED[s[0]]}",
-                                                      strict=False))
-    if s[0] in MISSED else pytest.param(s, id=s[0])
+    pytest.param(s, id=s.name, marks=pytest.mark.xfail(reason=f"missed when labelled: {MISSED[s.name]}",
+                                                        strict=False))
+    if s.name in MISSED else pytest.param(s, id=s.name)
     for s in LOOPS])
-def test_labelled_loops_are_stopped_after_they_start(ruleset, stream: Stream) -> None:  # type: ignore[no-untyped-def]
-    name, _, start, _, deltas = stream
-    at = _first_abort(ruleset, deltas)
+def test_labelled_loops_are_stopped_after_they_start(ruleset, stream: Labelled) -> None:  # type: ignore[no-untyped-def]
+    at = first_abort(ruleset, stream.deltas)
     assert at is not None, "not stopped"
-    assert at >= start, f"stopped at {at}, before the loop starts at {start}"
+    assert at >= stream.start, f"stopped at {at}, before the loop starts at {stream.start}"
 
 
 @pytest.mark.parametrize("index", range(0, len(STREAMS), max(1, len(STREAMS) // 10)))
 def test_native_and_reference_agree_on_heldout_streams(index: int) -> None:
-    deltas = STREAMS[index][4]
-    native = default_ruleset()
-    ref = reference.Ruleset(default_rules(), **DEFAULT_OPTIONS)
-    text = "".join(deltas)
-    splits = []
-    at = 0
-    for d in deltas:
-        at += len(d)
-        splits.append(at)
-    assert native.replay(text, splits) == ref.replay(text, splits)
+    assert_engines_agree(STREAMS[index].deltas)

@@ -44,7 +44,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet "scikit-build-core>=0.10" "cython>=3.0.10" \
-  "hypothesis>=6.100" "pytest>=8" "numpy>=1.24" "atheris>=2.3"
+  "hypothesis>=6.100" "pytest>=8" "numpy>=1.24" "atheris>=2.3" "msgspec>=0.23" "rich>=13"
 
 echo "+ building contextcare with -fsanitize=$sanitizers (CC=$cc)"
 CC=$cc CONTEXTCARE_SANITIZE=$sanitizers "$venv/bin/python" -m pip install --quiet \

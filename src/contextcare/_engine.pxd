@@ -65,6 +65,8 @@ cdef extern from "engine.h" nogil:
         int near
         int one_line
         uint32_t min_letters, words, max_distinct, window, min_words
+        uint32_t fence_letters
+        int fences
 
     ctypedef struct cc_compile_error:
         int status

@@ -151,6 +151,8 @@ cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
     s.max_distinct = spec.get("max_distinct", 0)
     s.one_line = spec.get("one_line", False)
     s.window = spec.get("window", 0)
+    s.fence_letters = spec.get("fence_letters", 0)
+    s.fences = spec.get("fences", True)
     s.min_words = spec.get("min_words", 0)
     if spec.get("fillers"):
         points = _code_points(spec["fillers"], keep)

@@ -41,12 +41,15 @@ def default_rules() -> list[Rule]:
 
     Abort: ``line-repeat`` (30 of 80 lines and 35 %, or a run of 12), ``tail-repeat`` (a unit of up to 256 characters repeated back to back, newlines
     or not), ``block-repeat`` (a block of up to 128 lines or sentences repeated three times back
-    to back, over at least 60 characters, fenced code included), ``near-repeat-long`` (a unit
-    of up to 32 lines repeated ten times with only its numbers changed), ``vocab-collapse``
+    to back, over at least 60 characters; inside code fences the copies must also hold 100 letters),
+    ``near-repeat-long`` (a unit of up to 32 lines repeated ten times with only its numbers
+    changed; 300 letters inside fences), ``vocab-collapse``
     (80 words with at most 8 distinct ones, outside code fences), ``vocab-collapse-line`` (the
     same over 32 words all on the current line), ``near-lines`` (the last 12
     lines or sentences on at most 2 skeletons: a number or a word flipping between a few values)
-    and ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter).
+    and ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter). The
+    near-variant rules (skeletons) do not look inside code fences: tables, enum members and
+    generated cases repeat with only their numbers changed on purpose.
     Remind: ``near-repeat`` (a unit of up to 64 lines repeated four times with only its numbers
     changed), ``near-recurring`` (one skeleton on 10 of the last 32 lines, others between),
     ``structure-flood`` (600 characters without a word character),
@@ -65,16 +68,17 @@ def default_rules() -> list[Rule]:
     return [
         LineRepeat("line-repeat"),
         TailRepeat("tail-repeat"),
-        BlockRepeat("block-repeat"),
-        BlockRepeat("near-repeat-long", near=True, max_period=32, min_repeats=10, min_chars=600),
+        BlockRepeat("block-repeat", fence_letters=100),
+        BlockRepeat("near-repeat-long", near=True, max_period=32, min_repeats=10, min_chars=600,
+                    fence_letters=300),
         VocabCollapse("vocab-collapse"),
         VocabCollapse("vocab-collapse-line", words=32, one_line=True, every_bytes=128),
-        SegmentRepeat("near-lines", window=12, top=2, min_count=12, every_bytes=256),
-        SegmentRepeat("near-cycle", window=60, top=6, min_count=60, every_bytes=256),
+        SegmentRepeat("near-lines", window=12, top=2, min_count=12, every_bytes=256, fences=False),
+        SegmentRepeat("near-cycle", window=60, top=6, min_count=60, every_bytes=256, fences=False),
         BlockRepeat("near-repeat", near=True, max_period=64, min_repeats=4, min_chars=200,
-                    action="remind"),
+                    fence_letters=300, action="remind"),
         SegmentRepeat("near-recurring", window=32, top=1, min_count=10, min_letters=8,
-                      every_bytes=1024, action="remind"),
+                      every_bytes=1024, fences=False, action="remind"),
         StructureFlood("structure-flood"),
         LineRepeat("line-repeat-gentle", min_lines=30, min_count=15, min_ratio=0.2, min_run=0,
                    action="remind"),

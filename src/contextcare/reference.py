@@ -144,6 +144,7 @@ class _Segment:
     raw: int       # characters of this segment (with its whitespace and terminator)
     letters: int
     wide: int      # 1: its first letter is at U+3040 or above (SegmentRepeat counts letters twice)
+    fenced: bool   # it lies inside a code fence (mask_code_fences on)
 
 
 # --------------------------------------------------------------------------- compiled ruleset
@@ -626,7 +627,9 @@ class Watcher:
         # lengths and letters count up to 65535 (the native engine keeps them in 16 bits)
         view.segments.append(_Segment(stripped, _skeleton(stripped), min(view.tail_gap, 65535),
                                       min(len(raw), 65535), min(_letters(stripped), 65535),
-                                      _wide(stripped)))
+                                      _wide(stripped),
+                                      self._ruleset._options.mask_code_fences
+                                      and view.inside_fence))
         view.tail_gap = 0
         view.seg_serial += 1
         if len(view.segments) > plan.segments:
@@ -981,6 +984,7 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
     def key(i: int) -> str:
         return segs[i].skeleton if rule.near else segs[i].exact
 
+    fenced = n > 0 and segs[-1].fenced
     for p in range(1, min(rule.max_period, n // rule.min_repeats) + 1):
         span = (rule.min_repeats - 1) * p
         if any(key(n - 1 - i) != key(n - 1 - i - p) for i in range(span)):
@@ -995,6 +999,9 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
             i += 1
         length = i + p                      # segments of the periodic run
         if sum(s.gap << s.wide for s in segs[n - length:]) < rule.min_chars:
+            return None
+        # in a code fence the run also needs fence_letters letters
+        if fenced and sum(s.letters << s.wide for s in segs[n - length:]) < rule.fence_letters:
             return None
         chars = sum(s.gap for s in unit)
         start = n - length
@@ -1020,7 +1027,7 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     counts: dict[str, int] = {}
     newest: dict[str, int] = {}          # skeleton -> its newest index (0 = newest segment)
     for k, seg in enumerate(reversed(last)):
-        if seg.letters << seg.wide < rule.min_letters:
+        if seg.letters << seg.wide < rule.min_letters or (seg.fenced and not rule.fences):
             continue
         counts[seg.skeleton] = counts.get(seg.skeleton, 0) + 1
         newest.setdefault(seg.skeleton, k)

@@ -587,6 +587,11 @@ class BlockRepeat(Rule):
     code fences too. With ``near=True`` segments are compared by their
     *skeleton* (digit runs -> ``#``, ASCII letters lower-cased, whitespace runs -> one space),
     so ``Step 14: ...`` / ``Step 15: ...`` or a class repeated with a counter count as copies.
+    Inside a code fence (with the ``mask_code_fences`` option on: the newest segment lies in a
+    fence) the periodic run must also hold ``fence_letters`` letters (kana, CJK and Hangul count
+    twice): code repeats short lines on purpose (an argument list of ``NULL,``, three equal
+    asserts, a table of ``"gray30": 239,`` entries), so there a short line needs more copies than
+    a repeated comment or a repeated class.
     Evidence: ``line`` (the first segment of the unit, from its start, 40 characters),
     ``period`` (segments per copy), ``repeats`` (copies in view), ``total`` (characters per copy).
     """
@@ -596,7 +601,8 @@ class BlockRepeat(Rule):
     windowed: ClassVar[bool] = True
     evidence: ClassVar[tuple[str, ...]] = ("line", "period", "repeats", "total")
     engine_fields: ClassVar[tuple[str, ...]] = (
-        "every_bytes", "near", "max_period", "min_repeats", "min_chars", "min_letters")
+        "every_bytes", "near", "max_period", "min_repeats", "min_chars", "min_letters",
+        "fence_letters")
     topic: ClassVar[str] = "loop"
 
     id: str
@@ -606,6 +612,7 @@ class BlockRepeat(Rule):
     min_repeats: int = 3
     min_chars: int = 60
     min_letters: int = 4
+    fence_letters: int = 0
     every_bytes: int = 128
     channel: str = "combined"
     action: str = "abort"
@@ -619,6 +626,7 @@ class BlockRepeat(Rule):
         _int(self, "min_chars", 1, _MAX_COUNT)
         _int(self, "min_letters", 0, _MAX_COUNT)
         _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
+        _int(self, "fence_letters", 0, _MAX_COUNT)
         if self.max_period * self.min_repeats > MAX_BLOCK_SEGMENTS:
             raise RuleValueError(
                 f"{_who(self)}: max_period x min_repeats must be at most {MAX_BLOCK_SEGMENTS},"
@@ -686,7 +694,10 @@ class SegmentRepeat(Rule):
     cycling or a retry line with other lines between all leave few skeletons covering many
     segments. Segments with fewer than ``min_letters`` letters (word characters other than ASCII
     digits; twice as many when the first letter is kana, CJK or Hangul) never count, so ``| row # | # |``, ``# x # = #`` or a
-    counter stay quiet. Inside code fences too. Evidence: ``line`` (the newest segment of the most
+    counter stay quiet. Inside code fences too, unless ``fences`` is false (with the
+    ``mask_code_fences`` option on): then segments inside a fence never count either: a table of
+    ``"gray30": 239,`` or ``KEY_F12: 'kf12',`` entries is code, not a loop. Evidence: ``line``
+    (the newest segment of the most
     frequent skeleton, from its start, 40 characters), ``count`` (segments covered), ``total``
     (``window``).
     """
@@ -696,7 +707,7 @@ class SegmentRepeat(Rule):
     windowed: ClassVar[bool] = True
     evidence: ClassVar[tuple[str, ...]] = ("line", "count", "total")
     engine_fields: ClassVar[tuple[str, ...]] = (
-        "every_bytes", "window", "top", "min_count", "min_letters")
+        "every_bytes", "window", "top", "min_count", "min_letters", "fences")
     topic: ClassVar[str] = "loop"
 
     id: str
@@ -705,6 +716,7 @@ class SegmentRepeat(Rule):
     top: int = 2
     min_count: int = 16
     min_letters: int = 4
+    fences: bool = True
     every_bytes: int = 128
     channel: str = "combined"
     action: str = "abort"
@@ -716,6 +728,7 @@ class SegmentRepeat(Rule):
         _int(self, "top", 1, _limits.MAX_CYCLE_TOP)
         _int(self, "min_count", 1, self.window)
         _int(self, "min_letters", 0, _MAX_COUNT)
+        _bool(self, "fences")
         _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
 
 
