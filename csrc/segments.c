@@ -153,9 +153,9 @@ static void end_segment(cc_segscan *s) {
 static inline void end_word(cc_segscan *s, int mask_fences) {
     if (!s->in_word) return;
     s->in_word = 0;
+    if (mask_fences && s->fence_inside) return;
     const uint32_t key = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
     if (s->tail) cc_wordtail_word(s->tail, key, s->word_start);
-    if (mask_fences && s->fence_inside) return;
     s->words[s->wpos] = key;
     s->line_words++;
     s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;

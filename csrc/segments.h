@@ -58,7 +58,7 @@ typedef struct cc_segscan {
     uint32_t *words;
     uint64_t wstart[8];
     uint32_t wsn, wspos;
-    /* WordRepeat: every kept word, inside fences too (NULL: no such rule on the view) */
+    /* WordRepeat: the last kept words with their starts (NULL: no such rule on the view) */
     cc_wordtail *tail;
 } cc_segscan;
 

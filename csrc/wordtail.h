@@ -1,6 +1,7 @@
-/* The word tail of a view, for WordRepeat (docs/semantics.md): the last words of the view, every
- * word (inside code fences too), kept by the segment scanner at the point where it keeps a word
- * (segments.c: end_word calls cc_wordtail_word, the one per-word entry). A word is its folded
+/* The word tail of a view, for WordRepeat (docs/semantics.md): the last words of the view (as
+ * VocabCollapse keeps them: not those inside code fences when masking), kept by the segment
+ * scanner at the point where it keeps a word (segments.c: end_word calls cc_wordtail_word, the
+ * one per-word entry). A word is its folded
  * hash (bit 0: lexical, two letters or more; bit 1: the gap before it held a list separator) and
  * its start offset (modulo 2^32: only differences of nearby ones are used). Both are written twice, `cap` apart and newest first, so the check reads the
  * last `cap` words as one contiguous array without wrapping. */

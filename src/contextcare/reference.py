@@ -361,8 +361,8 @@ class _ViewState:
     gap_mark: bool = False
     word_gap: bool = False
     word_gaps: deque[bool] = field(default_factory=deque)
-    # The word tail (WordRepeat): every word, inside fences too: (folded, start, lexical, list
-    # gap), and how many were kept since the view began.
+    # The word tail (WordRepeat): the kept words (folded, start, lexical, list gap), and how many
+    # were kept since the view began.
     tail: deque[tuple[str, int, bool, bool]] = field(default_factory=deque)
     tail_serial: int = 0
     # windowed rule index -> the segment / word serial at its previous check.
@@ -654,13 +654,13 @@ class Watcher:
         if not word:
             return
         view.word = ""
+        if self._ruleset._options.mask_code_fences and view.inside_fence:
+            return
         if plan.tail_words:
             view.tail.append((_fold(word), view.word_start, _lexical(word), view.word_gap))
             view.tail_serial += 1
             if len(view.tail) > plan.tail_words:
                 view.tail.popleft()
-        if self._ruleset._options.mask_code_fences and view.inside_fence:
-            return
         cap = plan.words
         view.words.append(_fold(word))
         view.word_gaps.append(view.word_gap)

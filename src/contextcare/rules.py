@@ -738,13 +738,14 @@ class WordRepeat(Rule):
     back to back, checked every ``every_bytes`` bytes: it catches a short loop as soon as its
     last copy's words are written, mid-line, without waiting for the line to end.
 
-    Words are BlockRepeat's and VocabCollapse's (maximal runs of word characters, ASCII letters
-    folded to lower case), every word of the view, inside code fences too; what lies between
+    Words are VocabCollapse's (maximal runs of word characters, ASCII letters folded to lower
+    case; those inside code fences are left out when the ruleset masks fences: code repeats word
+    sequences legitimately, and ``x == y`` / ``x != y`` are the same words); what lies between
     words (spaces, punctuation, newlines) is not compared. Fires for the smallest ``p`` whose
     last ``(min_repeats - 1) x p`` words each equal the word ``p`` before them, when the unit
     (the last ``p`` words) holds at least ``min_words`` lexical words (two letters or more, a
-    letter being a word character other than an ASCII digit: ``0, 0, 0``, ``ha ha ha`` or
-    ``a b a b`` never count), the whole periodic run spans at least ``min_chars`` characters
+    letter being a word character other than an ASCII digit; with the default 2, ``0, 0, 0``,
+    ``a b a b`` or a one-word refrain such as ``ha ha ha`` never count), the whole periodic run spans at least ``min_chars`` characters
     (from the start of its first word to the start of the newest), and fewer than half of the
     gaps before the last ``(min_repeats - 1) x p`` words hold a list separator (``, ; | / >``,
     ``、，；`` or an arrow: ``Heads, Tails, Heads, Tails`` is a list). Evidence: ``line`` (40

@@ -214,15 +214,15 @@ static void test_vocab_collapse(void) {
 }
 
 /* The scanner with a word tail of `tcap` words, fed `text`. */
-static cc_segscan *tail_scanned(cc_ring *ring, const char *text, uint32_t tcap) {
+static cc_segscan *tail_scanned(cc_ring *ring, const char *text, uint32_t tcap, int mask) {
     uint32_t n = (uint32_t)strlen(text);
     CHECK(cc_ring_ready(ring, 2048, 0) == 0);
     for (uint32_t i = 0; i < n; i++) cc_ring_put(ring, (unsigned char)text[i]);
-    cc_segscan *s = cc_segscan_new(0, 1, 1);
+    cc_segscan *s = cc_segscan_new(0, 1, mask);
     CHECK(s != NULL);
     s->tail = cc_wordtail_new(tcap);
     CHECK(s->tail != NULL);
-    cc_segscan_scan(s, ring, n, 1);
+    cc_segscan_scan(s, ring, n, mask);
     return s;
 }
 
@@ -237,7 +237,7 @@ static void test_word_repeat(void) {
                        "Let me check the caller again, it looks wrong.\n"
                        "Let me check the caller again, it looks wrong.";
     cc_ring ring = {0};
-    cc_segscan *s = tail_scanned(&ring, text, 36);
+    cc_segscan *s = tail_scanned(&ring, text, 36, 1);
     CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(text), &r, &f) == 1);
     CHECK(f.period == 9 && f.repeats == 3 && f.total == 47);
     /* the quote starts at the unit's first word, aligned to the run */
@@ -253,22 +253,26 @@ static void test_word_repeat(void) {
     /* a list of the same words is not a loop; neither are numbers (no lexical word) */
     r.min_words = 1, r.min_chars = 10;
     const char *list = "Flips: heads, tails, heads, tails, heads, tails, heads, tails";
-    s = tail_scanned(&ring, list, 36);
+    s = tail_scanned(&ring, list, 36, 1);
     CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(list), &r, &f) == 0);
     cc_segscan_free(s);
     cc_ring_free(&ring);
     const char *zeros = "x = [0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0";
-    s = tail_scanned(&ring, zeros, 36);
+    s = tail_scanned(&ring, zeros, 36, 1);
     CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(zeros), &r, &f) == 0);
     cc_segscan_free(s);
     cc_ring_free(&ring);
-    /* words inside code fences count (masking is for the line rules) */
+    /* words inside code fences count only when fences are not masked */
     const char *fenced = "```css\n  background-color: #f2f2f2;\n  background-color: #f2f2f2;\n"
                          "  background-color: #f2f2f2;\n";
     r.min_words = 2, r.min_chars = 60;
-    s = tail_scanned(&ring, fenced, 36);
+    s = tail_scanned(&ring, fenced, 36, 0);
     CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(fenced), &r, &f) == 1);
     CHECK(f.period == 3 && f.ncps > 0 && f.cps[0] == 'b');
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    s = tail_scanned(&ring, fenced, 36, 1);
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(fenced), &r, &f) == 0);
     cc_segscan_free(s);
     cc_ring_free(&ring);
 }
