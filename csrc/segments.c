@@ -83,6 +83,7 @@ void cc_segscan_free(cc_segscan *s) {
     free(s->fpe);
     free(s->fps);
     free(s->words);
+    cc_wordtail_free(s->tail);
     free(s);
 }
 
@@ -106,9 +107,10 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     c->fpe = dup(s->fpe, 2 * (size_t)s->scap);
     c->fps = dup(s->fps, 2 * (size_t)s->scap);
     c->words = dup(s->words, s->wcap * sizeof *s->words);
+    c->tail = s->tail ? cc_wordtail_copy(s->tail) : NULL;
     if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters ||
                      !c->swide || !c->fpe || !c->fps)) ||
-        (s->wcap && !c->words)) {
+        (s->wcap && !c->words) || (s->tail && !c->tail)) {
         cc_segscan_free(c);
         return NULL;
     }
@@ -117,7 +119,7 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
 
 size_t cc_segscan_memory(const cc_segscan *s) {
     if (!s) return 0;
-    return sizeof *s + (size_t)s->scap * 19 + (size_t)s->wcap * 4;
+    return sizeof *s + (size_t)s->scap * 19 + (size_t)s->wcap * 4 + cc_wordtail_memory(s->tail);
 }
 
 static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24)); }
@@ -152,7 +154,9 @@ static inline void end_word(cc_segscan *s, int mask_fences) {
     if (!s->in_word) return;
     s->in_word = 0;
     if (mask_fences && s->fence_inside) return;
-    s->words[s->wpos] = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
+    const uint32_t key = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
+    if (s->tail) cc_wordtail_word(s->tail, key, s->word_start);
+    s->words[s->wpos] = key;
     s->line_words++;
     s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
     if (s->wn < s->wcap) s->wn++;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "ring.h"
+#include "wordtail.h"
 
 #define CC_QUOTE_CHARS 1024
 
@@ -57,6 +58,8 @@ typedef struct cc_segscan {
     uint32_t *words;
     uint64_t wstart[8];
     uint32_t wsn, wspos;
+    /* WordRepeat: the last kept words with their starts (NULL: no such rule on the view) */
+    cc_wordtail *tail;
 } cc_segscan;
 
 /* A scanner keeping scap segments and wcap words (either may be 0); NULL when out of memory. */
