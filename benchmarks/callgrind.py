@@ -3,6 +3,7 @@ to the C core that must not cost speed: counts are exact where timings on a shar
 
     python benchmarks/callgrind.py            # every case, a table of instruction counts
     python benchmarks/callgrind.py --phrases  # the phrase automaton's cases (floor, 300, 100 000)
+    python benchmarks/callgrind.py --word-repeat  # the default rules plus the opt-in WordRepeat
     python benchmarks/callgrind.py CASE       # one case, run inside callgrind (used by the above)
 
 Only the feeding is counted: traces are built and the ruleset compiled first, then the loop runs
@@ -34,6 +35,9 @@ CASES = ("feed-phrases-300", "feed-default-clean", "feed-default-loops", "feed-l
 #: through the no-op ``_Floor.feed`` (the Python loop and argument handling, no engine work),
 #: through the 300 benchmark phrases, and through 100 000 phrases of ``traces.phrase_set``
 #: (Chinese, English; the 300 are among them, so the detections are the same).
+#: The default rules plus the opt-in ``WordRepeat`` rule (``--word-repeat``): its cost.
+WORD_REPEAT_CASES = ("feed-wordrepeat-clean", "feed-wordrepeat-loops", "replay-wordrepeat-clean",
+                     "replay-wordrepeat-loops")
 PHRASE_CASES = ("feed-floor", "feed-phrases-300", "feed-phrases-zh-100k", "feed-phrases-en-100k",
                 "replay-phrases-300", "replay-phrases-zh-100k", "replay-phrases-en-100k")
 
@@ -51,6 +55,8 @@ def _rules(name: str) -> Any:
         return cc.Ruleset([cc.Phrases("phrases", traces.phrase_set(n, lang), channel="text",
                                       once=False)])
     rules = cc.default_rules()
+    if name.startswith("wordrepeat-"):
+        rules = [*rules, cc.WordRepeat("word-repeat")]
     if name == "loop-family":
         rules = [r for r in rules if not isinstance(r, cc.Phrases)]
     return cc.Ruleset(rules, **DEFAULT_OPTIONS)
@@ -68,7 +74,7 @@ def run_case(case: str) -> int:
         ptrace = traces.phrase_trace(NBYTES, phrases=traces.make_phrases())
         replies = [[("text", ptrace.deltas)]]
     else:
-        trace = traces.reply_trace(NBYTES, loops=name != "default-clean")
+        trace = traces.reply_trace(NBYTES, loops=not name.endswith("-clean"))
         replies = [[(s.channel, s.deltas) for s in r.segments] for r in trace.replies]
     out: list[int] = []
     if op == "feed" and name == "floor":
@@ -139,6 +145,8 @@ def main() -> None:
     cases = CASES
     if len(sys.argv) > 1 and sys.argv[1] == "--phrases":
         cases = PHRASE_CASES
+    elif len(sys.argv) > 1 and sys.argv[1] == "--word-repeat":
+        cases = WORD_REPEAT_CASES
     elif len(sys.argv) > 1:
         print(run_case(sys.argv[1]))
         return

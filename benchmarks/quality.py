@@ -34,6 +34,9 @@ Detectors:
 * ``contextcare``: the default rules (:func:`contextcare.presets.default_rules` with
   ``DEFAULT_OPTIONS``) on the native engine (``--engine reference`` for the Python one). A *stop*
   is its first ``abort``; a *notice* its first detection of any action.
+* ``contextcare+wr`` (with ``--word-repeat``): the default rules plus the opt-in
+  :class:`contextcare.WordRepeat` rule with its own defaults (a unit of 1..20 words repeated three
+  times, checked every 16 bytes).
 * ``vllm-16..1024x4`` and ``vllm-1..20x3``: vLLM's repetition check over token ids (the tail of
   the ids is one pattern of p ids, ``min <= p <= max``, repeated ``count`` times back to back),
   run after every token, with llama.cpp's proposed profile and vLLM's structured-output profile.
@@ -853,9 +856,21 @@ class Score:
         return f"{self.caught}/{self.n} · {lat}" + (f" (+{more} reminded)" if more > 0 else "")
 
 
-def detectors(engine: str) -> dict[str, Callable[[Case], Outcome]]:
+def _with_word_repeat() -> list[Any]:
+    from contextcare import WordRepeat
+    from contextcare.presets import default_rules
+
+    return [*default_rules(), WordRepeat("word-repeat")]
+
+
+def detectors(engine: str, word_repeat: bool = False) -> dict[str, Callable[[Case], Outcome]]:
+    extra: dict[str, Callable[[Case], Outcome]] = {}
+    if word_repeat:
+        rules = _with_word_repeat()
+        extra["contextcare+wr"] = lambda c: run_contextcare(c, engine, rules)
     return {
         "contextcare": lambda c: run_contextcare(c, engine),
+        **extra,
         "vllm 16..1024×4": vllm_check(16, 1024, 4),
         "vllm 1..20×3": vllm_check(1, 20, 3),
         "gemini-like": gemini_like,
@@ -864,9 +879,10 @@ def detectors(engine: str) -> dict[str, Callable[[Case], Outcome]]:
 
 
 def evaluate(cases: Iterable[Case], engine: str = "native",
-             only: set[str] | None = None) -> dict[str, dict[str, Score]]:
+             only: set[str] | None = None,
+             word_repeat: bool = False) -> dict[str, dict[str, Score]]:
     table: dict[str, dict[str, Score]] = {}
-    dets = detectors(engine)
+    dets = detectors(engine, word_repeat)
     for case in cases:
         if only and case.cls.split(":")[-1] not in only and case.cls not in only:
             continue
@@ -888,7 +904,9 @@ def markdown(table: dict[str, dict[str, Score]]) -> str:
 def paired(table: dict[str, dict[str, Score]], ours: str = "contextcare") -> str:
     """Latency against each peer on the loops both stop: the median of (ours - peer) in
     characters (negative: ours stops earlier) and how many of those loops ours stops no later."""
-    names = [n for n in next(iter(table.values())) if n != ours]
+    # (contextcare+wr is compared with the defaults in its own table, not in theirs)
+    names = [n for n in next(iter(table.values()))
+             if n != ours and not (ours == "contextcare" and n.startswith("contextcare"))]
     out = ["| class | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for cls, row in table.items():
         if is_legit(cls):
@@ -918,6 +936,8 @@ def main(argv: list[str] | None = None) -> int:
                          + ", ".join(f"{k}={os.path.relpath(v, ROOT)}" for k, v in STREAM_FILES.items())
                          + ")")
     ap.add_argument("--missed", action="store_true", help="list what each detector missed")
+    ap.add_argument("--word-repeat", action="store_true",
+                    help="add a column: the default rules plus the opt-in WordRepeat rule")
     args = ap.parse_args(argv)
     cases = synthetic_cases(args.instances)
     files = dict(STREAM_FILES)
@@ -935,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
             cases += real_cases(path, prefix)
         cases += code_cases()
     only = set(filter(None, args.classes.split(","))) or None
-    table = evaluate(cases, args.engine, only)
+    table = evaluate(cases, args.engine, only, args.word_repeat)
     print("Loops: stopped/instances · latency median / worst (characters after the loop's "
           "start); \"(+k reminded)\": loops not stopped that got a reminder. Legitimate "
           "(legit:*, real:no loop, heldout:no loop, code:no loop): false stops/instances (in parentheses: instances with any "
@@ -945,6 +965,9 @@ def main(argv: list[str] | None = None) -> int:
           "peer's (characters; negative = contextcare stops earlier), and on how many of them "
           "contextcare stops no later.\n")
     print(paired(table))
+    if args.word_repeat:
+        print("\nThe same for contextcare+wr (the default rules plus WordRepeat).\n")
+        print(paired(table, "contextcare+wr"))
     if args.missed:
         for cls, row in table.items():
             for name, sc in row.items():

@@ -252,6 +252,19 @@ int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t
     return 1;
 }
 
+int eng_detect_word_repeat(const cc_wordtail *t, const cc_ring *ring, uint64_t chars,
+                           const cc_rule_spec *r, eng_finding *f) {
+    cc_wordrep_params p = {r->max_period, r->min_repeats, r->min_chars, r->min_words};
+    cc_wordrep_result res;
+    if (!cc_word_repeat(t, ring, chars, &p, &res)) return 0;
+    f->period = res.period;
+    f->repeats = res.repeats;
+    f->total = res.total;
+    memcpy(f->cps, res.line, res.line_chars * sizeof *f->cps);
+    f->ncps = res.line_chars;
+    return 1;
+}
+
 /* ------------------------------------------------------------------ segment rules' state -- */
 
 cc_segscan *eng_view_seg(cc_watcher *w, int vi) {
@@ -261,6 +274,10 @@ cc_segscan *eng_view_seg(cc_watcher *w, int vi) {
     const viewplan *vp = &w->rs->views[vi];
     if (!v->seg) {
         v->seg = cc_segscan_new(vp->seg_cap, vp->word_cap, w->rs->opt.mask_fences);
+        if (v->seg && vp->tail_cap && !(v->seg->tail = cc_wordtail_new(vp->tail_cap))) {
+            cc_segscan_free(v->seg);
+            v->seg = NULL;
+        }
         if (!v->seg) {
             w->oom = 1;
             return NULL;
@@ -320,12 +337,13 @@ void eng_throttle(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos) {
                 if (r->once && w->fired[ri]) continue;
                 int skip = 0;
                 if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE ||
-                    r->kind == CC_K_SEGMENT_REPEAT) {
+                    r->kind == CC_K_SEGMENT_REPEAT || r->kind == CC_K_WORD_REPEAT) {
                     const cc_segscan *s = view_seg(w, v);
                     /* what eng_check_rule would return at once for (SegmentRepeat may ask to
                      * wait for more segments: a hit needs them) */
                     skip = s && (r->kind == CC_K_SEGMENT_REPEAT ? s->seg_serial <= w->seen[ri]
                                  : r->kind == CC_K_VOCAB_COLLAPSE ? s->word_serial <= w->seen[ri]
+                                 : r->kind == CC_K_WORD_REPEAT ? w->seen[ri] == s->tail->serial
                                  : w->seen[ri] == s->seg_serial);
                 }
                 if (!skip) {
@@ -419,6 +437,15 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
                 : r->kind == CC_K_SEGMENT_REPEAT
                     ? eng_detect_segment_repeat(s, &v->ring, v->chars, r, &f, &w->seen[ri])
                     : eng_detect_vocab_collapse(s, &v->ring, v->chars, r, &f, &w->seen[ri]);
+        break;
+    }
+    case CC_K_WORD_REPEAT: {
+        /* checked only when the view kept a word since the rule's previous check */
+        cc_segscan *s = view_seg(w, v);
+        if (!s) return;
+        if (w->seen[ri] == s->tail->serial) return;
+        w->seen[ri] = s->tail->serial;
+        found = eng_detect_word_repeat(s->tail, &v->ring, v->chars, r, &f);
         break;
     }
     default: return;

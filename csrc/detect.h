@@ -43,6 +43,9 @@ int eng_detect_structure_flood(const cc_ring *ring, uint32_t avail, const cc_rul
                                eng_finding *f);
 int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                               const cc_rule_spec *r, eng_finding *f, uint64_t *seen);
+/* Over a view's word tail (WordRepeat). */
+int eng_detect_word_repeat(const cc_wordtail *t, const cc_ring *ring, uint64_t chars,
+                           const cc_rule_spec *r, eng_finding *f);
 int eng_detect_vocab_collapse(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                               const cc_rule_spec *r, eng_finding *f, uint64_t *seen);
 

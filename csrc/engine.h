@@ -45,6 +45,8 @@
 #define CC_MAX_BLOCK_REPEATS 64       /* BlockRepeat.min_repeats */
 #define CC_MAX_SEGMENT_EVERY_BYTES 4096 /* every_bytes of BlockRepeat and VocabCollapse */
 #define CC_MAX_VOCAB_WORDS 4096       /* VocabCollapse.words */
+#define CC_MAX_WORD_PERIOD 256        /* WordRepeat.max_period, also min_words */
+#define CC_MAX_WORD_TAIL 1024         /* WordRepeat.max_period x min_repeats (words kept) */
 
 /* ------------------------------------------------------------------------- constants -- */
 
@@ -65,6 +67,7 @@ enum {
     CC_K_VOCAB_COLLAPSE,
     CC_K_SEGMENT_REPEAT,
     CC_K_STRUCTURE_FLOOD,
+    CC_K_WORD_REPEAT,
     CC_K_END /* one past the last kind */
 };
 
@@ -123,6 +126,9 @@ typedef struct cc_rule_spec {
     /* CC_K_SEGMENT_REPEAT (also top, min_count, min_letters above) */
     uint32_t window;          /* segments, [1, CC_MAX_BLOCK_SEGMENTS] */
     int fences;               /* SEGMENT_REPEAT: count the segments inside code fences */
+    /* CC_K_WORD_REPEAT (also max_period, min_repeats, min_chars above: max_period in
+     * [1, CC_MAX_WORD_PERIOD], max_period x min_repeats <= CC_MAX_WORD_TAIL) */
+    uint32_t min_words;       /* lexical words in the unit, [0, CC_MAX_WORD_PERIOD] */
 } cc_rule_spec;
 
 /* One phrase of a CC_K_PHRASES rule. */
@@ -166,6 +172,7 @@ typedef struct cc_watcher cc_watcher;
  *   VOCAB_COLLAPSE   text = the quote from a word start, count (distinct words), total (words)
  *   SEGMENT_REPEAT   text = the newest segment of the top skeleton, count (covered), total
  *   STRUCTURE_FLOOD  text = the last non-blank line of the flood, total (min_chars)
+ *   WORD_REPEAT      text = the quote from the unit's first word, period (words), repeats, total
  * Texts are UTF-8 (lone surrogates as 3 bytes) and not NUL-terminated. */
 typedef struct cc_hit {
     uint32_t rule;        /* rule index */

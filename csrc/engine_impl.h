@@ -71,6 +71,7 @@ typedef struct viewplan {
     uint32_t short_max;   /* lines this short keep their text (LineCycle, FillerLines) */
     int keep_all;         /* every line keeps its text (a LineRepeat rule may fire on count 1) */
     uint32_t seg_cap, word_cap; /* segments / words kept (BlockRepeat, VocabCollapse) */
+    uint32_t tail_cap;          /* words of the word tail (WordRepeat; 0: none) */
     uint32_t *blocks, nblock; /* BlockRepeat rules (also checked at every newline), rule order */
 } viewplan;
 

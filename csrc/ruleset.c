@@ -118,6 +118,14 @@ static int check_rule_spec(const cc_rule_spec *r, long long i, cc_compile_error 
     case CC_K_STRUCTURE_FLOOD:
         CHECK_RANGE(r->min_chars, "min_chars", 2, CC_MAX_WINDOW_CHARS);
         break;
+    case CC_K_WORD_REPEAT:
+        CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);
+        CHECK_RANGE(r->max_period, "max_period", 1, CC_MAX_WORD_PERIOD);
+        CHECK_RANGE(r->min_repeats, "min_repeats", 2, CC_MAX_BLOCK_REPEATS);
+        CHECK_RANGE(r->max_period * r->min_repeats, "max_period", 1, CC_MAX_WORD_TAIL);
+        CHECK_RANGE(r->min_chars, "min_chars", 1, CC_MAX_COUNT);
+        CHECK_MAX(r->min_words, "min_words", CC_MAX_WORD_PERIOD);
+        break;
     case CC_K_SEGMENT_REPEAT:
         CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);
         CHECK_RANGE(r->window, "window", 1, CC_MAX_BLOCK_SEGMENTS);
@@ -244,7 +252,7 @@ static void plan_windowed(viewplan *vp, const cc_rule_spec *r, const cc_options 
         return;
     }
     if (r->kind == CC_K_BLOCK_REPEAT || r->kind == CC_K_VOCAB_COLLAPSE ||
-        r->kind == CC_K_SEGMENT_REPEAT) {
+        r->kind == CC_K_SEGMENT_REPEAT || r->kind == CC_K_WORD_REPEAT) {
         /* the scan reads back what came since the previous check, and quotes evidence */
         uint64_t need = r->every_bytes + 4;
         if (need < CC_QUOTE_CHARS) need = CC_QUOTE_CHARS;
@@ -256,6 +264,11 @@ static void plan_windowed(viewplan *vp, const cc_rule_spec *r, const cc_options 
             vp->builder = 1; /* the loops stop at every newline, where BlockRepeat is checked */
         } else if (r->kind == CC_K_SEGMENT_REPEAT) {
             if (r->window > vp->seg_cap) vp->seg_cap = r->window;
+        } else if (r->kind == CC_K_WORD_REPEAT) {
+            /* the scanner cuts words only for a view that keeps some (one will do) */
+            if (r->max_period * r->min_repeats > vp->tail_cap)
+                vp->tail_cap = r->max_period * r->min_repeats;
+            if (!vp->word_cap) vp->word_cap = 1;
         } else if (r->words > vp->word_cap) {
             vp->word_cap = r->words;
         }

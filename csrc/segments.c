@@ -78,6 +78,7 @@ void cc_segscan_free(cc_segscan *s) {
     free(s->fpe);
     free(s->fps);
     free(s->words);
+    cc_wordtail_free(s->tail);
     free(s);
 }
 
@@ -101,9 +102,10 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     c->fpe = dup(s->fpe, 2 * (size_t)s->scap);
     c->fps = dup(s->fps, 2 * (size_t)s->scap);
     c->words = dup(s->words, s->wcap * sizeof *s->words);
+    c->tail = s->tail ? cc_wordtail_copy(s->tail) : NULL;
     if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters ||
                      !c->swide || !c->fpe || !c->fps)) ||
-        (s->wcap && !c->words)) {
+        (s->wcap && !c->words) || (s->tail && !c->tail)) {
         cc_segscan_free(c);
         return NULL;
     }
@@ -112,7 +114,7 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
 
 size_t cc_segscan_memory(const cc_segscan *s) {
     if (!s) return 0;
-    return sizeof *s + (size_t)s->scap * 19 + (size_t)s->wcap * 4;
+    return sizeof *s + (size_t)s->scap * 19 + (size_t)s->wcap * 4 + cc_wordtail_memory(s->tail);
 }
 
 static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24)); }

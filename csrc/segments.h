@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "ring.h"
+#include "wordtail.h"
 
 #define CC_QUOTE_CHARS 1024
 
@@ -65,6 +66,8 @@ typedef struct cc_segscan {
     uint32_t *words;
     uint64_t wstart[8];
     uint32_t wsn, wspos;
+    /* WordRepeat: the last kept words with their starts (NULL: no such rule on the view) */
+    cc_wordtail *tail;
 } cc_segscan;
 
 /* ---- the scanner fed in place ----------------------------------------------------------
@@ -104,11 +107,14 @@ static inline int cc_segscan_mode(const cc_segscan *s) {
     return s->pend_space && s->line_gap ? CC_SEG_GAP : CC_SEG_LAG;
 }
 
-/* Keep the word that just ended (hw, w_letters, word_gap, word_start): into the ring of words
- * and the line's count, unless it lies inside a code fence and fences are masked. */
+/* Keep the word that just ended (hw, w_letters, word_gap, word_start): into the ring of words,
+ * the word tail (WordRepeat) and the line's count, unless it lies inside a code fence and fences
+ * are masked. */
 static inline void cc_segscan_keep_word(cc_segscan *s, int mask_fences) {
     if (mask_fences && s->fence_inside) return;
-    s->words[s->wpos] = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
+    const uint32_t key = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
+    if (s->tail) cc_wordtail_word(s->tail, key, s->word_start);
+    s->words[s->wpos] = key;
     s->line_words++;
     s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
     if (s->wn < s->wcap) s->wn++;

@@ -26,6 +26,7 @@ from contextcare.rules import (
     Rule,
     TailRepeat,
     VocabCollapse,
+    WordRepeat,
 )
 
 __all__ = ["FRAGMENTS", "PHRASES", "rule_lists", "rulesets", "splits_of", "texts", "traces"]
@@ -59,6 +60,8 @@ FRAGMENTS = (
     "```python\nx.NULL,\nx.NULL,\nx.NULL,\n", "    f(a, b)  # retry\n", "```\n\n",
     # SegmentRepeat: a changing word, short CJK names
     "Alice has the key 3.\n", "Alice had the key 4.\n", "12. 伊兰\n", "13. 王芳\n",
+    # WordRepeat: words repeated with other gaps between them (punctuation, newlines, a list)
+    "let me check it again, ", "Let me check it again.\n", "check, it, again; ",
 )
 
 
@@ -146,6 +149,9 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
         st.integers(3, 12).flatmap(lambda n: st.builds(
             VocabCollapse, st.just(rid), words=st.just(n), max_distinct=st.integers(1, n - 1),
             one_line=st.booleans(), every_bytes=_EVERY, **common)),
+        st.builds(WordRepeat, st.just(rid), max_period=st.integers(1, 8),
+                  min_repeats=st.integers(2, 4), min_chars=st.integers(1, 80),
+                  min_words=st.integers(0, 3), every_bytes=_EVERY, **common),
     )
 
 

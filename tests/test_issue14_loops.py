@@ -4,6 +4,7 @@ evidence a person can read. Both engines."""
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 
 import pytest
@@ -361,3 +362,136 @@ def test_structure_flood_bad_parameters_name_the_field() -> None:
         cc.StructureFlood("f", every_bytes=0)
     with pytest.raises(RuleTypeError, match="min_chars"):
         cc.StructureFlood("f", min_chars="600")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- WordRepeat
+
+def _with_word_repeat(engine: ModuleType, **kwargs: object) -> object:
+    return engine.Ruleset([*default_rules(), cc.WordRepeat("word-repeat", **kwargs)],
+                          **DEFAULT_OPTIONS)
+
+
+def _first(rs: object, text: str, step: int = 3) -> cc.Detection | None:
+    w = rs.watcher()  # type: ignore[attr-defined]
+    found: list[cc.Detection] = []
+    for i in range(0, len(text), step):
+        found.extend(w.feed(text[i:i + step]))
+    found.extend(w.finish())
+    return next((d for d in found if d.action == "abort"), None)
+
+
+def test_word_repeat_stops_a_line_loop_before_its_third_copy_ends(engine: ModuleType) -> None:
+    # a changing word (caller / callee) breaks exact line repeats; three equal copies in a row
+    # are stopped at the third copy's last word, before its line ends, where the default rules
+    # wait for the newline
+    line = "Omar says the {} door is locked and nobody has the key.\n"
+    text = PROSE + "".join(line.format(w) for w in ("caller", "callee", "caller", "callee",
+                                                   "callee", "callee", "callee", "callee"))
+    # the copies are read from any word: "door ... key. Omar says the callee" three times in a
+    # row ends at the changing word of the third "callee" line
+    sixth = text.index(line.format("callee") * 3) + 2 * len(line.format("callee"))
+    det = _first(_with_word_repeat(engine), text)
+    assert det is not None and det.rule == "word-repeat"
+    assert sixth + len("Omar says the callee") < det.offset < sixth + len(line) - 1
+    assert det.line.startswith("door is locked and nobody has the key.")
+    assert det.period == 12 and det.repeats == 3
+    default = _first(engine.Ruleset(default_rules(), **DEFAULT_OPTIONS), text)
+    assert default is None or default.offset > det.offset
+
+
+def test_word_repeat_reads_fenced_code_only_without_masking(engine: ModuleType) -> None:
+    # (checked at every byte here: the third copy's last word ends at its ";")
+    text = PROSE + "```css\n.btn {\n" + "  background-color: #f2f2f2;\n" * 3
+    rule = cc.WordRepeat("w", every_bytes=1, min_chars=60)
+    det = _first(engine.Ruleset([rule], mask_code_fences=False), text, step=1)
+    assert det is not None and det.offset == len(text) - 1 and det.period == 3
+    assert det.line.startswith("background-color: #f2f2f2;")
+    # masked, code is left out: assertions differing only in an operator (``x == y`` /
+    # ``x != y``) are the same words
+    code = PROSE + "```python\n" + "".join(
+        f"self.assertEqual(x {op} y, list(x) {op} list(y), (x, y))\n"
+        for op in ("==", "!=", "<", "<=", ">", ">=")) + "```\n"
+    assert _first(engine.Ruleset([rule], mask_code_fences=True), code, step=1) is None
+    assert _first(engine.Ruleset([rule], mask_code_fences=False), code, step=1) is not None
+
+
+@pytest.mark.parametrize("text", [
+    "Here you go:\n\n" + ", ".join(["0"] * 300) + "\n",                 # a zero array
+    "ha " * 200, "very " * 200, "la la la, " * 60,                       # one-word refrains
+    "| - | - |\n" * 40, "</div>\n" * 60 + "</div></div></div>" * 30,      # structure
+    "\n".join(f"{i}, {i * 2}, {i * 3}" for i in range(200)),             # counting, CSV
+    "[" + ", ".join('{"id": %d, "name": "user%d"}' % (i, i) for i in range(80)) + "]",
+    "heads, tails, heads, tails, " * 40,                                 # a list of draws
+    "Flips: " + " / ".join(["heads", "tails"] * 80),
+])
+def test_word_repeat_leaves_legitimate_repetition_alone(engine: ModuleType, text: str) -> None:
+    det = _first(_with_word_repeat(engine), text)
+    assert det is None or det.rule != "word-repeat"
+
+
+def test_word_repeat_aborts_no_clean_real_reply() -> None:
+    # the labelled replies of the real model: none labelled clean is aborted by word-repeat
+    import gzip
+    import json
+    import os
+
+    data = os.path.join(os.path.dirname(__file__), "data")
+    rs = _with_word_repeat(cc)
+    aborted = []
+    for name in ("smollm2-streams.jsonl.gz", "smollm2-heldout.jsonl.gz"):
+        streams: dict[str, tuple[bool, list[str]]] = {}
+        with gzip.open(os.path.join(data, name), "rt", encoding="utf-8") as f:
+            for line in f:
+                e = json.loads(line)
+                if e["type"] == "start":
+                    streams[e["stream"]] = (e["label"] == "loop", [])
+                elif e["type"] == "text-delta":
+                    streams[e["stream"]][1].append(e["text"])
+        for sid, (loop, deltas) in streams.items():
+            det = None if loop else _first(rs, "".join(deltas))
+            if det is not None and det.rule == "word-repeat":
+                aborted.append(sid)
+    assert aborted == []
+
+
+def test_word_repeat_evidence_is_the_same_in_both_engines() -> None:
+    text = PROSE + "Wait, the caller returns None, let me look again, " * 4
+    got = []
+    for engine in (cc, reference):
+        det = _first(engine.Ruleset([cc.WordRepeat("w", min_chars=40)]), text, step=1)
+        assert det is not None
+        got.append((det.offset, det.line, det.period, det.repeats, det.total))
+    assert got[0] == got[1]
+    # the run starts one word before the loop: PROSE ends with "again", as the unit does, and
+    # the quote is aligned to where the run starts
+    assert got[0][1].startswith("again, Wait, the caller") and got[0][2] == 9
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"max_period": 0}, "max_period"),
+    ({"max_period": 300}, "max_period"),
+    ({"min_repeats": 1}, "min_repeats"),
+    ({"max_period": 256, "min_repeats": 5}, "max_period x min_repeats"),
+    ({"min_chars": 0}, "min_chars"),
+    ({"min_words": -1}, "min_words"),
+    ({"min_words": 300}, "min_words"),
+    ({"every_bytes": 5000}, "every_bytes"),
+])
+def test_word_repeat_bad_parameters_name_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(RuleValueError, match=field):
+        cc.WordRepeat("w", **kwargs)
+
+
+def test_word_repeat_bad_types_name_the_field() -> None:
+    with pytest.raises(RuleTypeError, match="max_period"):
+        cc.WordRepeat("w", max_period="20")  # type: ignore[arg-type]
+    with pytest.raises(RuleTypeError, match="min_words"):
+        cc.WordRepeat("w", min_words=1.5)  # type: ignore[arg-type]
+
+
+def test_word_repeat_state_stays_small() -> None:
+    # the word tail of the default parameters (60 words, under 1 KiB) keeps a watcher of the
+    # default rules under the issue's 16 KiB
+    w = cc.Ruleset([*default_rules(), cc.WordRepeat("w")], **DEFAULT_OPTIONS).watcher()
+    w.feed(PROSE * 20)
+    assert sys.getsizeof(w) <= 16 * 1024

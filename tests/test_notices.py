@@ -41,6 +41,9 @@ SAMPLES = {
                                  936, line="#", total=600),
     "segment-repeat": Detection("near-lines", "segment-repeat", "abort", "combined", 700,
                                 line="- Item 14: Pia had the value 77", count=11, total=12),
+    "word-repeat": Detection("word-repeat", "word-repeat", "abort", "combined", 510,
+                             line="Omar says the callee door is locked.", period=7, repeats=3,
+                             total=37),
 }
 
 #: The numbers each sample's text may show: its evidence values and the rounded percentage.
@@ -55,6 +58,7 @@ ALLOWED_NUMBERS = {
     "vocab-collapse": {"6", "80"},
     "segment-repeat": {"11", "12", "14", "77"},
     "structure-flood": {"600"},
+    "word-repeat": {"7", "3", "37"},
 }
 
 EVIDENCE_TEXT = {
@@ -65,6 +69,7 @@ EVIDENCE_TEXT = {
     "block-repeat": ["class MyClass2:"], "vocab-collapse": ["items its itemsThe items"],
     "segment-repeat": ["- Item 14: Pia had the value 77"],
     "structure-flood": ["600"],
+    "word-repeat": ["Omar says the callee door is locked."],
 }
 
 STOPPED_BY_SYSTEM = {"en": "stopped by the system", "zh": "被系统中止"}

@@ -21,6 +21,7 @@ from contextcare import (
     TailRepeat,
     TimeAnxiety,
     VocabCollapse,
+    WordRepeat,
     default_rules,
 )
 from contextcare.errors import ContextCareError
@@ -103,6 +104,12 @@ id = "vc"
 words = 120
 one_line = true
 action = "remind"
+
+[[rules]]
+type = "WordRepeat"
+id = "wr"
+max_period = 12
+min_words = 3
 '''
     rules, options = loads_rules(doc)
     assert rules == [
@@ -119,6 +126,7 @@ action = "remind"
         StructureFlood("sf", min_chars=300),
         SegmentRepeat("sr", window=20, top=3),
         VocabCollapse("vc", words=120, one_line=True, action="remind"),
+        WordRepeat("wr", max_period=12, min_words=3),
     ]
     assert {type(r).__name__ for r in rules} == set(RULE_TYPES)
     assert options == {}  # without defaults = true: the Ruleset constructor's defaults

@@ -36,6 +36,7 @@ from .rules import (
     TailRepeat,
     TimeAnxiety,
     VocabCollapse,
+    WordRepeat,
 )
 
 __version__ = "0.1.0"
@@ -43,7 +44,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Ruleset", "Watcher", "Detection", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
-    "BlockRepeat", "SegmentRepeat", "StructureFlood", "VocabCollapse",
+    "BlockRepeat", "SegmentRepeat", "StructureFlood", "VocabCollapse", "WordRepeat",
     "default_rules", "default_ruleset", "ContextCareError",
     "ArgumentTypeError", "ArgumentValueError", "RuleValueError", "RuleTypeError",
     "Guard", "Reply", "Abort", "Remind", "Partial",

@@ -18,6 +18,7 @@ cdef extern from "engine.h" nogil:
         CC_K_VOCAB_COLLAPSE
         CC_K_SEGMENT_REPEAT
         CC_K_STRUCTURE_FLOOD
+        CC_K_WORD_REPEAT
     enum:
         CC_OK
         CC_ERR_NOMEM
@@ -44,6 +45,8 @@ cdef extern from "engine.h" nogil:
         CC_MAX_BLOCK_REPEATS
         CC_MAX_SEGMENT_EVERY_BYTES
         CC_MAX_VOCAB_WORDS
+        CC_MAX_WORD_PERIOD
+        CC_MAX_WORD_TAIL
     const unsigned long long CC_MAX_EVERY_BYTES
 
     ctypedef struct cc_rule_spec:
@@ -61,7 +64,7 @@ cdef extern from "engine.h" nogil:
         uint32_t window_chars, max_period, min_repeats, min_chars
         int near
         int one_line
-        uint32_t min_letters, words, max_distinct, window
+        uint32_t min_letters, words, max_distinct, window, min_words
         uint32_t fence_letters
         int fences
 

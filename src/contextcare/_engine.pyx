@@ -33,6 +33,8 @@ MAX_BLOCK_PERIOD = CC_MAX_BLOCK_PERIOD
 MAX_BLOCK_REPEATS = CC_MAX_BLOCK_REPEATS
 MAX_SEGMENT_EVERY_BYTES = CC_MAX_SEGMENT_EVERY_BYTES
 MAX_VOCAB_WORDS = CC_MAX_VOCAB_WORDS
+MAX_WORD_PERIOD = CC_MAX_WORD_PERIOD
+MAX_WORD_TAIL = CC_MAX_WORD_TAIL
 
 from contextcare import rules as _rules
 from contextcare.detection import Detection
@@ -78,6 +80,7 @@ _DETECTORS = {
     "vocab-collapse": CC_K_VOCAB_COLLAPSE,
     "segment-repeat": CC_K_SEGMENT_REPEAT,
     "structure-flood": CC_K_STRUCTURE_FLOOD,
+    "word-repeat": CC_K_WORD_REPEAT,
 }
 _STATUS = {CC_ERR_NOMEM: "nomem", CC_ERR_LIMIT: "limit", CC_ERR_INVALID: "invalid",
            CC_ERR_TOO_BIG: "too-big"}
@@ -150,6 +153,7 @@ cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
     s.window = spec.get("window", 0)
     s.fence_letters = spec.get("fence_letters", 0)
     s.fences = spec.get("fences", True)
+    s.min_words = spec.get("min_words", 0)
     if spec.get("fillers"):
         points = _code_points(spec["fillers"], keep)
         s.fillers, s.nfillers = &points[0], len(points)

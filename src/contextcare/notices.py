@@ -217,6 +217,16 @@ def _en_vocab_collapse(d: Detection, where: str, share: str) -> str | None:
     return f"only {d.count} different words among the last {d.total} words of {where}{quote}"
 
 
+def _en_word_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.period is None:
+        return None
+    times = f" {d.repeats} times" if d.repeats is not None else ""
+    quote = f' starting "{_show(d.line)}"' if d.line else ""
+    words = "word" if d.period == 1 else f"{d.period} words"
+    size = f", {d.total} characters each" if d.total is not None else ""
+    return f"the same {words}{quote} repeated{times} back to back at the end of {where}{size}"
+
+
 _EN_EVIDENCE: dict[str, _Wording] = {
     "phrase": _en_phrase, "marker": _en_marker, "time-anxiety": _en_phrase,
     "context-anxiety": _en_phrase, "line-repeat": _en_line_repeat,
@@ -224,6 +234,7 @@ _EN_EVIDENCE: dict[str, _Wording] = {
     "prefix-monotony": _en_prefix_monotony, "tail-repeat": _en_tail_repeat,
     "block-repeat": _en_block_repeat, "vocab-collapse": _en_vocab_collapse,
     "segment-repeat": _en_segment_repeat, "structure-flood": _en_structure_flood,
+    "word-repeat": _en_word_repeat,
 }
 
 
@@ -407,6 +418,15 @@ def _zh_vocab_collapse(d: Detection, where: str, share: str) -> str | None:
     return f"{where}最近 {d.total} 个词里只有 {d.count} 个不同的词{quote}"
 
 
+def _zh_word_repeat(d: Detection, where: str, share: str) -> str | None:
+    if d.period is None:
+        return None
+    times = f" {d.repeats} 次" if d.repeats is not None else ""
+    quote = f"以“{_show(d.line)}”开头的" if d.line else ""
+    size = f"（每次 {d.total} 个字符）" if d.total is not None else ""
+    return f"{where}末尾，{quote}同样 {d.period} 个词首尾相接地重复了{times}{size}"
+
+
 _ZH_EVIDENCE: dict[str, _Wording] = {
     "phrase": _zh_phrase, "marker": _zh_marker, "time-anxiety": _zh_phrase,
     "context-anxiety": _zh_phrase, "line-repeat": _zh_line_repeat,
@@ -414,6 +434,7 @@ _ZH_EVIDENCE: dict[str, _Wording] = {
     "prefix-monotony": _zh_prefix_monotony, "tail-repeat": _zh_tail_repeat,
     "block-repeat": _zh_block_repeat, "vocab-collapse": _zh_vocab_collapse,
     "segment-repeat": _zh_segment_repeat, "structure-flood": _zh_structure_flood,
+    "word-repeat": _zh_word_repeat,
 }
 
 

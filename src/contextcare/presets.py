@@ -57,6 +57,10 @@ def default_rules() -> list[Rule]:
     ``line-cycle``, ``filler-lines``, ``prefix-monotony``, ``time-anxiety`` and
     ``context-anxiety`` (reasoning channel only).
 
+    Not included: :class:`~contextcare.rules.WordRepeat` (a unit of 1..20 words repeated three
+    times, checked every 16 bytes: it stops a line loop at its third copy's last word, but its
+    throttle costs about 12 % per fed delta and 30 % on replay; add it to the list to use it).
+
     Thresholds were set on ``benchmarks/quality.py`` (synthetic loop shapes, legitimate structured
     output and labelled replies of a real small model): every listed loop shape stopped, no
     legitimate text stopped.

@@ -46,6 +46,7 @@ from .rules import (
     RulesetOptions,
     TailRepeat,
     VocabCollapse,
+    WordRepeat,
     check_feed_channel,
     check_rules,
     check_splits,
@@ -172,6 +173,7 @@ class _ViewPlan:
     recent_chars: int   # how much text since the barrier the view keeps (phrases, TailRepeat)
     segments: int = 0   # segments kept for BlockRepeat (0: the view does not cut segments)
     words: int = 0      # words kept for VocabCollapse (0: the view does not cut words)
+    tail_words: int = 0  # words of the word tail kept for WordRepeat (0: none)
 
 
 def _segments_kept(rule: Rule) -> int:
@@ -187,7 +189,7 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
     phrase_rules: list[int] = []
     windowed: list[int] = []
     recent = 1
-    segments = words = 0
+    segments = words = tail_words = 0
     for index, rule in enumerate(rules):
         if rule.channel != name:
             continue
@@ -201,6 +203,10 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
                 segments = max(segments, _segments_kept(rule))
             elif reads == "words":
                 words = max(words, rule.words)  # type: ignore[attr-defined]
+            elif reads == "word-tail":
+                tail_words = max(tail_words,
+                                 rule.max_period * rule.min_repeats)  # type: ignore[attr-defined]
+                words = max(words, 1)   # (words are cut only for a view that keeps some)
             continue
         phrase_rules.append(index)
         fold = rule.ignores_case
@@ -218,6 +224,7 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
         recent_chars=recent,
         segments=segments,
         words=words,
+        tail_words=tail_words,
     )
 
 
@@ -354,6 +361,10 @@ class _ViewState:
     gap_mark: bool = False
     word_gap: bool = False
     word_gaps: deque[bool] = field(default_factory=deque)
+    # The word tail (WordRepeat): the kept words (folded, start, lexical, list gap), and how many
+    # were kept since the view began.
+    tail: deque[tuple[str, int, bool, bool]] = field(default_factory=deque)
+    tail_serial: int = 0
     # windowed rule index -> the segment / word serial at its previous check.
     seen_serial: dict[int, int] = field(default_factory=dict)
 
@@ -645,6 +656,11 @@ class Watcher:
         view.word = ""
         if self._ruleset._options.mask_code_fences and view.inside_fence:
             return
+        if plan.tail_words:
+            view.tail.append((_fold(word), view.word_start, _lexical(word), view.word_gap))
+            view.tail_serial += 1
+            if len(view.tail) > plan.tail_words:
+                view.tail.popleft()
         cap = plan.words
         view.words.append(_fold(word))
         view.word_gaps.append(view.word_gap)
@@ -742,9 +758,10 @@ class Watcher:
         check, reads = _DETECTORS[rule.detector]
         if reads == "tail":
             evidence = check(rule, view.recent)
-        elif reads in ("segments", "words"):
+        elif reads in ("segments", "words", "word-tail"):
             # checked only when a segment (word) was kept since this rule's previous check
-            serial = view.seg_serial if reads == "segments" else view.word_serial
+            serial = (view.seg_serial if reads == "segments" else view.word_serial
+                      if reads == "words" else view.tail_serial)
             if view.seen_serial.get(index, 0) == serial:
                 return []
             view.seen_serial[index] = serial
@@ -1064,9 +1081,41 @@ def _vocab_collapse(rule: VocabCollapse, view: _ViewState) -> dict[str, Any] | N
     return {"line": line, "count": distinct, "total": rule.words}
 
 
+def _word_repeat(rule: WordRepeat, view: _ViewState) -> dict[str, Any] | None:
+    words = list(reversed(view.tail))       # newest first
+    n = len(words)
+    reps = rule.min_repeats
+    for p in range(1, min(rule.max_period, n // reps) + 1):
+        span = (reps - 1) * p
+        if any(words[i][0] != words[i + p][0] for i in range(span)):
+            continue
+        # the smallest period with min_repeats copies decides
+        if sum(1 for w in words[:p] if w[2]) < rule.min_words:
+            return None
+        # a list, not a loop: half of the gaps before the last span words or more hold a list
+        # separator
+        if 2 * sum(1 for w in words[:span] if w[3]) >= span:
+            return None
+        i = span
+        while i + p < n and words[i][0] == words[i + p][0]:
+            i += 1
+        length = i + p
+        if words[0][1] - words[length - 1][1] < rule.min_chars:
+            return None
+        # the quote: the unit's first word aligned to the start of the run, in the copy before
+        # the newest words
+        q = p + (length - 1 - p) % p
+        text = _quote(view, view.chars - words[q][1])
+        line = text[:EVIDENCE_LINE_CHARS] if text is not None else ""
+        return {"line": line, "period": p, "repeats": length // p,
+                "total": words[0][1] - words[p][1]}
+    return None
+
+
 #: The windowed detectors by ``Rule.detector``: the check and what it reads, ``"window"`` (the
 #: lines of the view's window), ``"tail"`` (the text since the barrier, ``recent``),
-#: ``"segments"`` or ``"words"`` (the view's state: its kept segments or words).
+#: ``"segments"``, ``"words"`` or ``"word-tail"`` (the view's state: its kept segments, words
+#: or word tail).
 _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] = {
     "line-repeat": (_line_repeat, "window"),
     "line-cycle": (_line_cycle, "window"),
@@ -1077,4 +1126,5 @@ _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] =
     "vocab-collapse": (_vocab_collapse, "words"),
     "segment-repeat": (_segment_repeat, "segments"),
     "structure-flood": (_structure_flood, "tail"),
+    "word-repeat": (_word_repeat, "word-tail"),
 }

@@ -13,7 +13,7 @@ Rule families:
 * per-delta ("incremental") rules: :class:`Phrases`, :class:`Marker`, :class:`TimeAnxiety`,
   :class:`ContextAnxiety` — one Aho–Corasick automaton per channel view holds them all;
 * throttled ("windowed") rules: :class:`LineRepeat`, :class:`LineCycle`, :class:`FillerLines`,
-  :class:`PrefixMonotony`, :class:`TailRepeat`, :class:`BlockRepeat`, :class:`VocabCollapse` — checked at fixed stream positions, every
+  :class:`PrefixMonotony`, :class:`TailRepeat`, :class:`BlockRepeat`, :class:`VocabCollapse`, :class:`WordRepeat`, … — checked at fixed stream positions, every
   ``every_bytes`` UTF-8 bytes of their view, and once more at ``finish()``.
 """
 
@@ -31,7 +31,7 @@ from .errors import ArgumentTypeError, ArgumentValueError, RuleTypeError, RuleVa
 __all__ = [
     "CHANNELS", "FEED_CHANNELS", "ACTIONS", "Rule", "Phrases", "Marker", "TimeAnxiety",
     "ContextAnxiety", "LineRepeat", "LineCycle", "FillerLines", "PrefixMonotony", "TailRepeat",
-    "BlockRepeat", "VocabCollapse", "RulesetOptions", "check_rules", "DEFAULT_FILLERS",
+    "BlockRepeat", "VocabCollapse", "WordRepeat", "RulesetOptions", "check_rules", "DEFAULT_FILLERS",
     "DEFAULT_DELIMITERS",
     "MAX_PHRASE_CHARS", "MAX_PHRASES", "MAX_PHRASE_BYTES", "EVIDENCE_LINE_CHARS",
     "RULE_TYPES", "KINDS", "MAX_BLOCK_SEGMENTS", "MAX_SEGMENT_EVERY_BYTES", "QUOTE_CHARS",
@@ -732,11 +732,65 @@ class SegmentRepeat(Rule):
         _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
 
 
+@dataclass(frozen=True, slots=True)
+class WordRepeat(Rule):
+    """The tail of the view is a unit of 1 to ``max_period`` words repeated ``min_repeats`` times
+    back to back, checked every ``every_bytes`` bytes: it catches a short loop as soon as its
+    last copy's words are written, mid-line, without waiting for the line to end.
+
+    Words are VocabCollapse's (maximal runs of word characters, ASCII letters folded to lower
+    case; those inside code fences are left out when the ruleset masks fences: code repeats word
+    sequences legitimately, and ``x == y`` / ``x != y`` are the same words); what lies between
+    words (spaces, punctuation, newlines) is not compared. Fires for the smallest ``p`` whose
+    last ``(min_repeats - 1) x p`` words each equal the word ``p`` before them, when the unit
+    (the last ``p`` words) holds at least ``min_words`` lexical words (two letters or more, a
+    letter being a word character other than an ASCII digit; with the default 2, ``0, 0, 0``,
+    ``a b a b`` or a one-word refrain such as ``ha ha ha`` never count), the whole periodic run spans at least ``min_chars`` characters
+    (from the start of its first word to the start of the newest), and fewer than half of the
+    gaps before the last ``(min_repeats - 1) x p`` words hold a list separator (``, ; | / >``,
+    ``、，；`` or an arrow: ``Heads, Tails, Heads, Tails`` is a list). Evidence: ``line`` (40
+    characters from the start of the unit's first word, aligned to where the run starts),
+    ``period`` (words per copy), ``repeats`` (copies in the run), ``total`` (characters per copy).
+    """
+
+    kind: ClassVar[str] = "word-repeat"
+    detector: ClassVar[str] = "word-repeat"
+    windowed: ClassVar[bool] = True
+    evidence: ClassVar[tuple[str, ...]] = ("line", "period", "repeats", "total")
+    engine_fields: ClassVar[tuple[str, ...]] = (
+        "every_bytes", "max_period", "min_repeats", "min_chars", "min_words")
+    topic: ClassVar[str] = "loop"
+
+    id: str
+    _: KW_ONLY
+    max_period: int = 20
+    min_repeats: int = 3
+    min_chars: int = 80
+    min_words: int = 2
+    every_bytes: int = 16
+    channel: str = "combined"
+    action: str = "abort"
+    once: bool = True
+
+    def __post_init__(self) -> None:
+        _windowed(self)
+        _int(self, "max_period", 1, _limits.MAX_WORD_PERIOD)
+        _int(self, "min_repeats", 2, _limits.MAX_BLOCK_REPEATS)
+        _int(self, "min_chars", 1, _MAX_COUNT)
+        _int(self, "min_words", 0, _limits.MAX_WORD_PERIOD)
+        _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
+        if self.max_period * self.min_repeats > _limits.MAX_WORD_TAIL:
+            raise RuleValueError(
+                f"{_who(self)}: max_period x min_repeats must be at most {_limits.MAX_WORD_TAIL},"
+                f" got {self.max_period} x {self.min_repeats}")
+
+
 #: Every rule class, in the order the documentation lists them. A new rule kind is added here
 #: (and in the engines: see README, "Architecture").
 RULE_TYPES: tuple[type[Rule], ...] = (
     Phrases, Marker, TimeAnxiety, ContextAnxiety, LineRepeat, LineCycle, FillerLines,
     PrefixMonotony, TailRepeat, StructureFlood, BlockRepeat, SegmentRepeat, VocabCollapse,
+    WordRepeat,
 )
 #: The rule class of each detection kind.
 KINDS: dict[str, type[Rule]] = {cls.kind: cls for cls in RULE_TYPES}

@@ -213,6 +213,70 @@ static void test_vocab_collapse(void) {
     cc_ring_free(&ring);
 }
 
+/* The scanner with a word tail of `tcap` words, fed `text`. */
+static cc_segscan *tail_scanned(cc_ring *ring, const char *text, uint32_t tcap, int mask) {
+    uint32_t n = (uint32_t)strlen(text);
+    CHECK(cc_ring_ready(ring, 2048, 0) == 0);
+    for (uint32_t i = 0; i < n; i++) cc_ring_put(ring, (unsigned char)text[i]);
+    cc_segscan *s = cc_segscan_new(0, 1, mask);
+    CHECK(s != NULL);
+    s->tail = cc_wordtail_new(tcap);
+    CHECK(s->tail != NULL);
+    cc_segscan_scan(s, ring, n, mask);
+    return s;
+}
+
+static void test_word_repeat(void) {
+    cc_rule_spec r = {0};
+    r.kind = CC_K_WORD_REPEAT;
+    r.max_period = 12, r.min_repeats = 3, r.min_chars = 60, r.min_words = 2;
+    eng_finding f = {0};
+    /* a line loop seen at its third copy's last word, before the line ends; punctuation
+     * between the words is not compared (the first copy ends with "," the others with ".") */
+    const char *text = "Some prose first.\nLet me check the caller again, it looks wrong,\n"
+                       "Let me check the caller again, it looks wrong.\n"
+                       "Let me check the caller again, it looks wrong.";
+    cc_ring ring = {0};
+    cc_segscan *s = tail_scanned(&ring, text, 36, 1);
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(text), &r, &f) == 1);
+    CHECK(f.period == 9 && f.repeats == 3 && f.total == 47);
+    /* the quote starts at the unit's first word, aligned to the run */
+    CHECK(f.ncps == 40 && f.cps[0] == 'L' && f.cps[1] == 'e');
+    r.min_chars = 200; /* the run spans less */
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(text), &r, &f) == 0);
+    r.min_chars = 60, r.min_words = 9; /* all nine words of the unit are lexical */
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(text), &r, &f) == 1);
+    r.min_words = 10;
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(text), &r, &f) == 0);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    /* a list of the same words is not a loop; neither are numbers (no lexical word) */
+    r.min_words = 1, r.min_chars = 10;
+    const char *list = "Flips: heads, tails, heads, tails, heads, tails, heads, tails";
+    s = tail_scanned(&ring, list, 36, 1);
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(list), &r, &f) == 0);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    const char *zeros = "x = [0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0";
+    s = tail_scanned(&ring, zeros, 36, 1);
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(zeros), &r, &f) == 0);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    /* words inside code fences count only when fences are not masked */
+    const char *fenced = "```css\n  background-color: #f2f2f2;\n  background-color: #f2f2f2;\n"
+                         "  background-color: #f2f2f2;\n";
+    r.min_words = 2, r.min_chars = 60;
+    s = tail_scanned(&ring, fenced, 36, 0);
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(fenced), &r, &f) == 1);
+    CHECK(f.period == 3 && f.ncps > 0 && f.cps[0] == 'b');
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+    s = tail_scanned(&ring, fenced, 36, 1);
+    CHECK(eng_detect_word_repeat(s->tail, &ring, strlen(fenced), &r, &f) == 0);
+    cc_segscan_free(s);
+    cc_ring_free(&ring);
+}
+
 static void test_segment_repeat(void) {
     cc_rule_spec r = {0};
     r.kind = CC_K_SEGMENT_REPEAT;
@@ -270,6 +334,7 @@ int main(void) {
     test_block_repeat();
     test_vocab_collapse();
     test_segment_repeat();
+    test_word_repeat();
     test_structure_flood();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("all detector checks passed\n");
