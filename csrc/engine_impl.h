@@ -82,6 +82,7 @@ struct cc_ruleset {
     viewplan views[CC_NVIEWS];
     pair_shape pair_shape[2];
     pair_fn pair[2][2][3]; /* [channel][combined ring has high bits][kind 1, 2, 4] */
+    pair_fn pair_batch[2][2][3]; /* the same for replay's batches (run_lines in scan.c) */
 };
 
 enum { FENCE_START, FENCE_TICKS, FENCE_TAG, FENCE_NO };
@@ -148,6 +149,7 @@ struct cc_watcher {
 /* scan.c: the loop tables, indexed [shape][ring has high bits][kind 1, 2, 4]. */
 extern const run_fn eng_view_loops[NVIEW_SHAPES][2][3];
 extern const pair_fn eng_pair_loops[NPAIR_SHAPES][2][3];
+extern const pair_fn eng_pair_loops_batch[NPAIR_SHAPES][2][3];
 /* scan.c: the end of the view's current line (complete it, decide quoted candidates). */
 void eng_line_end(cc_watcher *w, const viewplan *vp, view *v, uint64_t pos);
 /* detect.c: run one windowed rule's check on its view now. */

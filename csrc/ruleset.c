@@ -333,6 +333,8 @@ static void plan_loops(cc_ruleset *rs) {
     for (int ch = 0; ch < 2; ch++) {
         rs->pair_shape[ch] = plan_pair_shape(rs, ch);
         memcpy(rs->pair[ch], eng_pair_loops[rs->pair_shape[ch]], sizeof rs->pair[ch]);
+        memcpy(rs->pair_batch[ch], eng_pair_loops_batch[rs->pair_shape[ch]],
+               sizeof rs->pair_batch[ch]);
     }
 }
 

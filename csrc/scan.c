@@ -490,12 +490,300 @@ static void ln_event(cc_watcher *w, const viewplan *vp, view *v, uint32_t cp, ui
     v->chars = end;
 }
 
+/* The shortest call of the line loop that feeds the segment scanner in place
+ * (run_lines_feed): a delta of a few characters (Watcher.feed) does not pay for the stops and
+ * catch-ups, which a batch of replay (thousands of characters) does. */
+#define FEED_MIN_CHARS 64
+
+/* One pass of the line loop of run_lines_feed from i: ring, pending line and byte count, up to
+ * the end of the delta or the character that needs more (returned). `lag`: the scanner lags
+ * (it exists, but this pass does not feed it), and every letter needs more: the scanner catches
+ * up there and may be fed in place again. */
+HOT_INLINE size_t lines_pass(const void *data, size_t i, size_t len, const int kind,
+                             const int wide, const int builder, const int lag, uint16_t *rlo,
+                             uint8_t *rhi,
+                             uint32_t *rpos_io, uint32_t rcap, int64_t *left_io, int normal,
+                             uint32_t *buf, uint64_t *h, uint64_t *hc, uint32_t *n,
+                             uint32_t *nc) {
+    uint32_t rpos = *rpos_io;
+    int64_t left = *left_io;
+    for (; i < len; i++) {
+        uint32_t cp = load_cp(data, kind, i);
+        int nb = kind == 4 ? (int)cc_utf8_len(cp) : utf8_len_bmp[cp >> 7];
+        int letter = lag && (kind == 1 ? (cp < 0x80 ? cc_ascii_letter_fold[cp] : 0)
+                                       : cc_seg_letter(cp)) != 0;
+        if (builder ? (cp == '\n') | !normal | (left <= nb) | letter : (left <= nb) | letter)
+            break;
+        left -= nb;
+        rpos = cc_ring_store(rlo, rhi, rpos, rcap, cp, wide);
+        if (builder) line_append(buf, h, hc, n, nc, cp, cc_space_bit(cp));
+    }
+    *rpos_io = rpos;
+    *left_io = left;
+    return i;
+}
+
+/* The inverses of the two FNV primes (mod 2^64, 2^32): one step of a hash undone, to get the
+ * committed hash back where a space follows a letter without keeping the previous one live. */
+#define FNV_PRIME_INV 0xce965057aff6957bULL
+#define H32_PRIME_INV 0x359c449bu
+
+/* One pass of the line loop from i that feeds the segment scanner in place as well (it is in
+ * CC_SEG_RUN or CC_SEG_GAP, has cut everything before i, and the line is past its start and
+ * cannot be a fence: segments.h): letters and spaces only, each moving the ring, the pending
+ * line, the byte count and the scanner at once. Stops before any other character, a throttle
+ * point, the end of the ring's storage or of the delta (returned). The two states are two
+ * loops (the state is where the code runs, not a variable). */
+HOT_INLINE size_t feed_pass(view *v, cc_segscan *sg, const void *data, size_t i, size_t len,
+                            const int kind, const int wide, const int builder, int64_t *left_io,
+                            uint64_t base, int mask) {
+    const size_t i0 = i;
+    const uint32_t rpos0 = v->ring.pos;
+    const size_t room = v->ring.cap - rpos0; /* the pass does not wrap the ring */
+    const size_t stop = len - i0 < room ? len - i0 : room;
+    uint16_t *const lo = v->ring.lo + rpos0;
+    uint8_t *const hi = wide ? v->ring.hi + rpos0 : NULL;
+    int64_t left = *left_io;
+    /* the pending line: its evidence slots left and its hash (the committed hash and length
+     * are written back where a space follows a letter, and at the end) */
+    const uint32_t n0 = builder ? v->len_all : 0;
+    const size_t nbuf = builder && n0 < CC_EVIDENCE_CHARS ? CC_EVIDENCE_CHARS - n0 : 0;
+    uint32_t *const bufp = v->buf + (nbuf ? n0 : 0);
+    uint64_t h = builder ? v->h_all : 0;
+    /* the scanner: the exact, skeleton and word hashes; where the pending word started, minus
+     * the letters it had before the pass */
+    uint32_t he = sg->he_all, hs = sg->hs, hw = sg->hw, spaces = 0;
+    ptrdiff_t word_from = -(ptrdiff_t)sg->w_letters;
+    int in_gap = cc_segscan_mode(sg) == CC_SEG_GAP;
+    size_t k = 0;
+    uint32_t cp, f;
+    int nb;
+    /* the character at k: its folded letter (0: not a letter) and UTF-8 length; a character
+     * that is neither a letter nor a space ends the pass */
+#define FEED_NEXT()                                                                            \
+    do {                                                                                       \
+        if (k == stop) goto done;                                                              \
+        cp = load_cp(data, kind, i0 + k);                                                      \
+        if (cp < 0x80) {                                                                       \
+            f = cc_ascii_letter_fold[cp];                                                      \
+            nb = 1;                                                                            \
+        } else if (kind == 1) {                                                                \
+            goto done;                                                                         \
+        } else {                                                                               \
+            f = cc_seg_letter(cp);                                                             \
+            nb = kind == 4 && cp >= 0x10000 ? 4 : 3; /* (a letter is from U+3040 up) */       \
+        }                                                                                      \
+        if (!f && cp != ' ') goto done;                                                        \
+        if (left <= nb) goto done;                                                             \
+        left -= nb;                                                                            \
+        lo[k] = (uint16_t)cp;                                                                  \
+        if (wide) hi[k] = (uint8_t)(cp >> 16);                                                 \
+        if (builder) {                                                                         \
+            h = (h ^ cp) * FNV_PRIME;                                                          \
+            if (k < nbuf) bufp[k] = cp;                                                        \
+        }                                                                                      \
+        he = cc_h32(he, cp);                                                                   \
+    } while (0)
+    if (in_gap) goto gap;
+run: /* CC_SEG_RUN: after a letter */
+    for (;;) {
+        FEED_NEXT();
+        if (UNLIKELY(!f)) {
+            /* a space after a letter: the line and the segment commit through the letter (the
+             * hashes before this space), and the word ends */
+            if (builder) {
+                v->h_commit = (h * FNV_PRIME_INV) ^ ' ';
+                v->len_commit = n0 + (uint32_t)k;
+            }
+            sg->he_commit = (he * H32_PRIME_INV) ^ ' ';
+            ptrdiff_t nl = (ptrdiff_t)k - word_from;
+            sg->hw = hw;
+            sg->w_letters = (uint8_t)(nl >= 2 ? 2 : nl);
+            cc_segscan_keep_word(sg, mask);
+            spaces++;
+            k++;
+            in_gap = 1;
+            goto gap;
+        }
+        hs = cc_h32(hs, f);
+        hw = cc_h32(hw, f);
+        k++;
+    }
+gap: /* CC_SEG_GAP: after spaces that follow a letter */
+    for (;;) {
+        FEED_NEXT();
+        if (LIKELY(f)) {
+            /* the letter after spaces: the skeleton takes the pending space; a word starts */
+            hs = cc_h32(cc_h32(hs, ' '), f);
+            hw = cc_h32(CC_H32_OFFSET, f);
+            word_from = (ptrdiff_t)k;
+            sg->word_start = base + i0 + k;
+            sg->word_gap = sg->gap_mark; /* (a list separator before the spaces) */
+            sg->gap_mark = 0;
+            k++;
+            in_gap = 0;
+            goto run;
+        }
+        spaces++;
+        k++;
+    }
+#undef FEED_NEXT
+done:
+    *left_io = left;
+    v->ring.pos = rpos0 + (uint32_t)k == v->ring.cap ? 0 : rpos0 + (uint32_t)k;
+    if (builder) {
+        v->h_all = h;
+        v->len_all = n0 + (uint32_t)k;
+        if (!in_gap) v->h_commit = h, v->len_commit = n0 + (uint32_t)k;
+    }
+    /* what cc_segscan_scan would have left after these characters */
+    sg->he_all = he;
+    if (!in_gap) sg->he_commit = he;
+    sg->hs = hs;
+    sg->hw = hw;
+    sg->raw += (uint32_t)k;
+    sg->tail_gap += (uint32_t)k;
+    sg->letters += (uint32_t)k - spaces;
+    sg->scanned = base + i0 + k;
+    sg->in_word = (uint8_t)!in_gap;
+    sg->pend_space = (uint8_t)in_gap;
+    sg->line_gap = (uint8_t)in_gap;
+    if (!in_gap) {
+        ptrdiff_t nl = (ptrdiff_t)k - word_from;
+        sg->w_letters = (uint8_t)(nl >= 2 ? 2 : nl);
+    }
+    return i0 + k;
+}
+
+/* run_lines over a long call (a batch of replay) once the view's scanner keeps segments and
+ * words (BlockRepeat or SegmentRepeat, and VocabCollapse): the scanner is kept up to date in
+ * the loop instead of reading every character back from the ring at the next check. Letters
+ * and spaces of a run or a gap go through feed_pass, any other character through the scanner's
+ * general step (cc_segscan_step) one at a time. A scanner that lags at the start of the call
+ * (short calls before it leave the scan to the checks) catches up at the next letter; before
+ * the first check there is no scanner and the pass is the plain one. */
+HOT_INLINE void run_lines_feed(cc_watcher *w, const viewplan *vp, view *v, const void *data,
+                               size_t len, const int kind, const int wide, const int builder) {
+    const uint64_t end = v->chars + len, base = end - len;
+    v->chars = end;
+    const int counted = vp->nwindowed != 0; /* bytes only matter to throttled rules */
+    const int mask = w->rs->opt.mask_fences;
+    size_t i = 0;
+    while (i < len) {
+        /* bytes left before the next throttle point */
+        const int64_t left0 = counted && v->next_check != UINT64_MAX
+                                  ? (int64_t)(v->next_check - v->bytes) : INT64_MAX;
+        int64_t left = left0;
+        cc_segscan *sg = v->seg;
+        /* the scanner is fed in place from a run or a gap, on a line that is past its start
+         * and cannot be a fence any more */
+        if (sg && sg->scanned == base + i && cc_segscan_mode(sg) != CC_SEG_LAG &&
+            (!builder || (v->len_all && v->fence_st == FENCE_NO))) {
+            i = feed_pass(v, sg, data, i, len, kind, wide, builder, &left, base, mask);
+            if (i == len) {
+                if (counted) v->bytes += (uint64_t)(left0 - left);
+                return;
+            }
+        }
+        if (sg && sg->scanned == base + i) {
+            /* the scanner is up to date and the character is not one of a run or a gap: the
+             * scanner's general step takes it here, with the line's work, instead of the plain
+             * pass lagging to the next letter and the scanner catching up there */
+            const uint32_t cp = load_cp(data, kind, i);
+            const int nb = kind == 4 ? (int)cc_utf8_len(cp) : utf8_len_bmp[cp >> 7];
+            if (left > nb && (!builder || (cp != '\n' && v->len_all && v->fence_st == FENCE_NO))) {
+                left -= nb;
+                if (counted) v->bytes += (uint64_t)(left0 - left);
+                v->ring.pos = cc_ring_store(v->ring.lo, v->ring.hi, v->ring.pos, v->ring.cap, cp,
+                                            wide);
+                if (builder)
+                    line_append(v->buf, &v->h_all, &v->h_commit, &v->len_all, &v->len_commit,
+                                cp, cc_space_bit(cp));
+                cc_segscan_step(sg, cp, mask);
+            } else {
+                /* a line end, a line start, a possible fence or a throttle point: the scanner
+                 * takes the character first, so that the checks there find it up to date (no
+                 * catch-up from the ring for one character) */
+                if (counted) v->bytes += (uint64_t)(left0 - left);
+                cc_segscan_step(sg, cp, mask);
+                ln_event(w, vp, v, cp, base + i + 1, (uint64_t)i + 1);
+            }
+            i++;
+            continue;
+        }
+        /* a scanner that lags (behind from short calls before) or none yet: the plain pass */
+        uint32_t rpos = v->ring.pos;
+        uint64_t h = 0, hc = 0;
+        uint32_t n = 0, nc = 0;
+        int normal = 0;
+        if (builder) {
+            h = v->h_all, hc = v->h_commit, n = v->len_all, nc = v->len_commit;
+            normal = n && v->fence_st == FENCE_NO;
+        }
+#define LINES_PASS(LAG)                                                                        \
+    lines_pass(data, i, len, kind, wide, builder, LAG, v->ring.lo, v->ring.hi, &rpos, v->ring.cap, \
+               &left, normal, v->buf, &h, &hc, &n, &nc)
+        /* (before the first check there is no scanner yet: the pass is the plain one) */
+        i = sg ? LINES_PASS(1) : LINES_PASS(0);
+#undef LINES_PASS
+        if (counted) v->bytes += (uint64_t)(left0 - left);
+        v->ring.pos = rpos;
+        if (builder) v->h_all = h, v->h_commit = hc, v->len_all = n, v->len_commit = nc;
+        if (i == len) return;
+        const uint64_t at = base + i + 1;
+        ln_event(w, vp, v, load_cp(data, kind, i), at, (uint64_t)i + 1);
+        if (sg && v->seg->scanned != at) {
+            /* the scanner catches up here (the character is in the ring now) */
+            v->chars = at;
+            eng_view_seg(w, (int)(v - w->v));
+            v->chars = end;
+        }
+        i++;
+    }
+}
+
+/* run_lines_feed specialised per (kind, wide, builder), each its own out-of-line function */
+#define DEFINE_RUN_LINES_FEED(K, W, B)                                                         \
+    NOINLINE void run_lines_feed_##K##W##B(cc_watcher *w, const viewplan *vp, view *v,         \
+                                           const void *data, size_t len) {                     \
+        run_lines_feed(w, vp, v, data, len, K, W, B);                                          \
+    }
+DEFINE_RUN_LINES_FEED(1, 0, 0)
+DEFINE_RUN_LINES_FEED(2, 0, 0)
+DEFINE_RUN_LINES_FEED(1, 1, 0)
+DEFINE_RUN_LINES_FEED(2, 1, 0)
+DEFINE_RUN_LINES_FEED(4, 1, 0)
+DEFINE_RUN_LINES_FEED(1, 0, 1)
+DEFINE_RUN_LINES_FEED(2, 0, 1)
+DEFINE_RUN_LINES_FEED(1, 1, 1)
+DEFINE_RUN_LINES_FEED(2, 1, 1)
+DEFINE_RUN_LINES_FEED(4, 1, 1)
+#undef DEFINE_RUN_LINES_FEED
+
 /* A view that keeps lines (and maybe the ring and throttled checks) but matches no phrases:
  * the combined view of the default rules. `wide`: the ring keeps high bits; `builder`: the view
  * keeps lines (else it has only the ring). As run_phrases, the fast loop stops before a
- * character that needs more, which ln_event handles. */
+ * character that needs more, which ln_event handles. `batch`: a loop of replay's batches
+ * (eng_pair_loops_batch), where a long call whose view has a scanner keeping segments and words
+ * goes to run_lines_feed; the loops of Watcher.feed do not even test for it. */
 HOT_INLINE void run_lines(cc_watcher *w, const viewplan *vp, view *v, const void *data,
-                          size_t len, const int kind, const int wide, const int builder) {
+                          size_t len, const int kind, const int wide, const int builder,
+                          const int batch) {
+    const cc_segscan *sg = v->seg;
+    if (batch && UNLIKELY(len >= FEED_MIN_CHARS) && v->ring.lo &&
+        (sg ? sg->scap && sg->wcap : vp->seg_cap && vp->word_cap)) {
+        /* constants in every specialisation: one call remains */
+#define FEED_CALL(K, W)                                                                        \
+    (builder ? run_lines_feed_##K##W##1(w, vp, v, data, len)                                   \
+             : run_lines_feed_##K##W##0(w, vp, v, data, len))
+        if (kind == 4) FEED_CALL(4, 1);
+        else if (kind == 1 && wide) FEED_CALL(1, 1);
+        else if (kind == 1) FEED_CALL(1, 0);
+        else if (wide) FEED_CALL(2, 1);
+        else FEED_CALL(2, 0);
+#undef FEED_CALL
+        return;
+    }
     const uint64_t end = v->chars + len;
     v->chars = end;
     const int counted = vp->nwindowed != 0; /* bytes only matter to throttled rules */
@@ -551,10 +839,10 @@ static void pair_generic(cc_watcher *w, int channel, const void *data, size_t le
 /* The common shapes in one function: the channel's view matches phrases with one automaton
  * (ph) or is unused, and the combined view keeps lines or only the ring (builder). */
 HOT_INLINE void pair_fused(cc_watcher *w, int ch, const void *d, size_t n, const int kind,
-                           const int wide, const int ph, const int builder) {
+                           const int wide, const int ph, const int builder, const int batch) {
     if (ph) run_phrases(w, &w->rs->views[ch], &w->v[ch], d, n, kind);
     run_lines(w, &w->rs->views[CC_VIEW_COMBINED], &w->v[CC_VIEW_COMBINED], d, n, kind, wide,
-              builder);
+              builder, batch);
 }
 
 /* ---- the loop tables ----------------------------------------------------------------- */
@@ -568,17 +856,18 @@ HOT_INLINE void pair_fused(cc_watcher *w, int ch, const void *d, size_t n, const
 #define VIEW_SHAPES(X) X(VIEW_ALL) X(VIEW_PHRASES) X(VIEW_LINES) X(VIEW_RING)
 #define VIEW_LOOP_VIEW_ALL(K, W) run_view(w, vp, v, d, n, K, LOOP_PH | LOOP_LN)
 #define VIEW_LOOP_VIEW_PHRASES(K, W) run_phrases(w, vp, v, d, n, K)
-#define VIEW_LOOP_VIEW_LINES(K, W) run_lines(w, vp, v, d, n, K, W, 1)
-#define VIEW_LOOP_VIEW_RING(K, W) run_lines(w, vp, v, d, n, K, W, 0)
+#define VIEW_LOOP_VIEW_LINES(K, W) run_lines(w, vp, v, d, n, K, W, 1, 0)
+#define VIEW_LOOP_VIEW_RING(K, W) run_lines(w, vp, v, d, n, K, W, 0, 0)
 
 #define PAIR_SHAPES(X) \
     X(PAIR_GENERIC) X(PAIR_PH_LN) X(PAIR_PH_RG) X(PAIR_PH_EV) X(PAIR_LN) X(PAIR_RG)
-#define PAIR_LOOP_PAIR_GENERIC(K, W) pair_generic(w, ch, d, n, K)
-#define PAIR_LOOP_PAIR_PH_LN(K, W) pair_fused(w, ch, d, n, K, W, 1, 1)
-#define PAIR_LOOP_PAIR_PH_RG(K, W) pair_fused(w, ch, d, n, K, W, 1, 0)
-#define PAIR_LOOP_PAIR_LN(K, W) pair_fused(w, ch, d, n, K, W, 0, 1)
-#define PAIR_LOOP_PAIR_RG(K, W) pair_fused(w, ch, d, n, K, W, 0, 0)
-#define PAIR_LOOP_PAIR_PH_EV(K, W)                                                             \
+/* (B: the loop of replay's batches, see run_lines) */
+#define PAIR_LOOP_PAIR_GENERIC(K, W, B) pair_generic(w, ch, d, n, K)
+#define PAIR_LOOP_PAIR_PH_LN(K, W, B) pair_fused(w, ch, d, n, K, W, 1, 1, B)
+#define PAIR_LOOP_PAIR_PH_RG(K, W, B) pair_fused(w, ch, d, n, K, W, 1, 0, B)
+#define PAIR_LOOP_PAIR_LN(K, W, B) pair_fused(w, ch, d, n, K, W, 0, 1, B)
+#define PAIR_LOOP_PAIR_RG(K, W, B) pair_fused(w, ch, d, n, K, W, 0, 0, B)
+#define PAIR_LOOP_PAIR_PH_EV(K, W, B)                                                          \
     run_phrases_ring(w, &w->rs->views[ch], &w->v[ch], &w->v[CC_VIEW_COMBINED], d, n, K, 1, W)
 
 #define DEFINE_VIEW_LOOP(S, K, W)                                                              \
@@ -588,7 +877,10 @@ HOT_INLINE void pair_fused(cc_watcher *w, int ch, const void *d, size_t n, const
     }
 #define DEFINE_PAIR_LOOP(S, K, W)                                                              \
     static void loop_##S##_##K##W(cc_watcher *w, int ch, const void *d, size_t n) {            \
-        PAIR_LOOP_##S(K, W);                                                                   \
+        PAIR_LOOP_##S(K, W, 0);                                                                \
+    }                                                                                          \
+    static void loop_B_##S##_##K##W(cc_watcher *w, int ch, const void *d, size_t n) {          \
+        PAIR_LOOP_##S(K, W, 1);                                                                \
     }
 #define DEFINE_VIEW_LOOPS(S) FOR_KIND_WIDE(DEFINE_VIEW_LOOP, S)
 #define DEFINE_PAIR_LOOPS(S) FOR_KIND_WIDE(DEFINE_PAIR_LOOP, S)
@@ -601,3 +893,7 @@ PAIR_SHAPES(DEFINE_PAIR_LOOPS)
            {loop_##S##_11, loop_##S##_21, loop_##S##_41}},
 const run_fn eng_view_loops[NVIEW_SHAPES][2][3] = {VIEW_SHAPES(LOOP_ROW)};
 const pair_fn eng_pair_loops[NPAIR_SHAPES][2][3] = {PAIR_SHAPES(LOOP_ROW)};
+#define LOOP_ROW_B(S)                                                                          \
+    [S] = {{loop_B_##S##_10, loop_B_##S##_20, loop_B_##S##_41},                                \
+           {loop_B_##S##_11, loop_B_##S##_21, loop_B_##S##_41}},
+const pair_fn eng_pair_loops_batch[NPAIR_SHAPES][2][3] = {PAIR_SHAPES(LOOP_ROW_B)};

@@ -5,12 +5,7 @@
 
 #include "text.h"
 
-#define H32_OFFSET 2166136261u
-#define H32_PRIME 16777619u
-
-enum { FST_START, FST_TICKS, FST_TAG, FST_NO };
-
-static inline uint32_t h32(uint32_t h, uint32_t cp) { return (h ^ cp) * H32_PRIME; }
+static inline uint32_t h32(uint32_t h, uint32_t cp) { return cc_h32(h, cp); }
 static inline uint32_t fold(uint32_t cp) { return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp; }
 static inline uint16_t sat16(uint32_t x) { return x > 65535u ? 65535u : (uint16_t)x; }
 static inline int is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
@@ -29,7 +24,7 @@ static inline int fence_tag(uint32_t cp) {
 }
 
 static void seg_reset(cc_segscan *s) {
-    s->he_all = s->he_commit = s->hs = H32_OFFSET;
+    s->he_all = s->he_commit = s->hs = CC_H32_OFFSET;
     s->raw = s->letters = s->digits = 0;
     s->has_letter = s->cjk = 0;
     s->started = s->in_digits = s->pend_space = s->prev_end = s->prev_digit = 0;
@@ -153,17 +148,7 @@ static void end_segment(cc_segscan *s) {
 static inline void end_word(cc_segscan *s, int mask_fences) {
     if (!s->in_word) return;
     s->in_word = 0;
-    if (mask_fences && s->fence_inside) return;
-    const uint32_t key = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
-    if (s->tail) cc_wordtail_word(s->tail, key, s->word_start);
-    s->words[s->wpos] = key;
-    s->line_words++;
-    s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
-    if (s->wn < s->wcap) s->wn++;
-    s->word_serial++;
-    s->wstart[s->wspos] = s->word_start;
-    s->wspos = (s->wspos + 1) & 7;
-    if (s->wsn < 8) s->wsn++;
+    cc_segscan_keep_word(s, mask_fences);
 }
 
 static void fence_char(cc_segscan *s, uint32_t cp) {
@@ -211,8 +196,8 @@ static const uint8_t ascii_cls[128] = {
 };
 
 /* An ASCII letter folded to lower case, 0 for every other ASCII character: the class test and
- * the folding of the letter-run loop in one load. */
-static const uint8_t ascii_letter_fold[128] = {
+ * the folding of the letter-run loop in one load (declared in segments.h: the in-place feed). */
+const uint8_t cc_ascii_letter_fold[128] = {
 #define F4(a, b) [a] = b, [a + 1] = b + 1, [a + 2] = b + 2, [a + 3] = b + 3
     F4('A', 'a'), F4('E', 'e'), F4('I', 'i'), F4('M', 'm'), F4('Q', 'q'), F4('U', 'u'),
     ['Y'] = 'y', ['Z'] = 'z',
@@ -292,7 +277,7 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
             if (!s->in_word) {
                 s->in_word = 1;
                 s->word_start = index;
-                s->hw = H32_OFFSET;
+                s->hw = CC_H32_OFFSET;
                 s->w_letters = 0;
                 s->word_gap = s->gap_mark;
                 s->gap_mark = 0;
@@ -347,7 +332,7 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 if (!t->in_word) {
                     t->in_word = 1;
                     t->word_start = index;
-                    t->hw = H32_OFFSET;
+                    t->hw = CC_H32_OFFSET;
                     t->w_letters = 0;
                     t->word_gap = t->gap_mark;
                     t->gap_mark = 0;
@@ -367,25 +352,25 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
                 uint32_t c = cp;
                 for (;;) {
                     uint32_t f = c;
-                    if (c < 0x80) f = ascii_letter_fold[c];
+                    if (c < 0x80) f = cc_ascii_letter_fold[c];
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
                     if (++j == stop) break;
                     c = lo[j];
-                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
+                    if (c < 0x80 ? !cc_ascii_letter_fold[c] : !plain_word(c)) break;
                 }
             } else {
                 uint32_t c = cp;
                 for (;;) {
                     uint32_t f = c;
-                    if (c < 0x80) f = ascii_letter_fold[c];
+                    if (c < 0x80) f = cc_ascii_letter_fold[c];
                     he = h32(he, c);
                     hs = h32(hs, f);
                     hw = h32(hw, f);
                     if (++j == stop) break;
                     c = (uint32_t)lo[j] | ((uint32_t)hi[j] << 16);
-                    if (c < 0x80 ? !ascii_letter_fold[c] : !plain_word(c)) break;
+                    if (c < 0x80 ? !cc_ascii_letter_fold[c] : !plain_word(c)) break;
                 }
             }
             run = j - i;
@@ -437,6 +422,11 @@ void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mas
         if (++i == cap) i = 0;
     }
     t->scanned = chars;
+}
+
+void cc_segscan_step(cc_segscan *s, uint32_t cp, int mask_fences) {
+    step(s, cp, s->scanned, mask_fences);
+    s->scanned++;
 }
 
 void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence) {

@@ -18,6 +18,14 @@
 
 #define CC_QUOTE_CHARS 1024
 
+/* The segment and word hashes: 32-bit FNV-1a steps over code points. */
+#define CC_H32_OFFSET 2166136261u
+#define CC_H32_PRIME 16777619u
+static inline uint32_t cc_h32(uint32_t h, uint32_t cp) { return (h ^ cp) * CC_H32_PRIME; }
+
+/* States of the fence-line recogniser (the scanner's own, for words inside fences). */
+enum { FST_START, FST_TICKS, FST_TAG, FST_NO };
+
 typedef struct cc_segscan {
     uint64_t scanned;      /* characters of the view already cut */
     /* the pending segment */
@@ -62,6 +70,60 @@ typedef struct cc_segscan {
     cc_wordtail *tail;
 } cc_segscan;
 
+/* ---- the scanner fed in place ----------------------------------------------------------
+ * A loop that has the characters at hand (the line loop of scan.c) may move the scanner over
+ * the common characters itself instead of leaving them in the ring for cc_segscan_scan, when
+ * the scanner keeps both segments and words, has cut everything before them and is in one of
+ * two states (cc_segscan_mode):
+ *   CC_SEG_RUN  after a letter of a run (in a word, no space pending): a letter moves the three
+ *               hashes and the counters; a space ends the word and moves the exact hash;
+ *   CC_SEG_GAP  after spaces that follow such a letter: a space moves the exact hash; a letter
+ *               adds the pending space to the skeleton and starts a word (which takes the gap's
+ *               list-separator mark, gap_mark, as its word_gap).
+ * "Letter" is cc_seg_letter (ASCII letters, and from U+3040 up all but the three full-width
+ * ends); "space" is ' ' alone. That is exactly what cc_segscan_scan does with those characters
+ * in those states (its run path, its space path), so the scan may go on from any point either
+ * way; every other character, and every character in any other state (CC_SEG_LAG), is left to
+ * cc_segscan_scan. Changes to the scanner's steps must keep these in step. */
+enum { CC_SEG_LAG, CC_SEG_RUN, CC_SEG_GAP };
+
+/* ASCII letters folded to lower case, 0 for the rest of ASCII. */
+extern const uint8_t cc_ascii_letter_fold[128];
+
+/* The character as the skeleton and word hashes take it when it is a letter of the run path
+ * that the in-place feed handles, else 0. */
+static inline uint32_t cc_seg_letter(uint32_t cp) {
+    if (cp < 0x80) return cc_ascii_letter_fold[cp];
+    if (cp < 0x3040) return 0; /* (letters here take cc_segscan_scan's general test) */
+    return cp < 0xFF01 || (cp != 0xFF01 && cp != 0xFF1B && cp != 0xFF1F) ? cp : 0;
+}
+
+/* The state the in-place feed may go on from (the scanner must keep segments and words). */
+static inline int cc_segscan_mode(const cc_segscan *s) {
+    if (!s->started || !s->has_letter || s->in_digits || s->prev_end || s->prev_digit ||
+        s->fence_st != FST_NO || !s->line_started)
+        return CC_SEG_LAG;
+    if (s->in_word) return !s->pend_space && !s->line_gap ? CC_SEG_RUN : CC_SEG_LAG;
+    return s->pend_space && s->line_gap ? CC_SEG_GAP : CC_SEG_LAG;
+}
+
+/* Keep the word that just ended (hw, w_letters, word_gap, word_start): into the ring of words,
+ * the word tail (WordRepeat) and the line's count, unless it lies inside a code fence and fences
+ * are masked. */
+static inline void cc_segscan_keep_word(cc_segscan *s, int mask_fences) {
+    if (mask_fences && s->fence_inside) return;
+    const uint32_t key = (s->hw & ~3u) | ((uint32_t)s->word_gap << 1) | (s->w_letters >= 2);
+    if (s->tail) cc_wordtail_word(s->tail, key, s->word_start);
+    s->words[s->wpos] = key;
+    s->line_words++;
+    s->wpos = s->wpos + 1 == s->wcap ? 0 : s->wpos + 1;
+    if (s->wn < s->wcap) s->wn++;
+    s->word_serial++;
+    s->wstart[s->wspos] = s->word_start;
+    s->wspos = (s->wspos + 1) & 7;
+    if (s->wsn < 8) s->wsn++;
+}
+
 /* A scanner keeping scap segments and wcap words (either may be 0); NULL when out of memory. */
 cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences);
 void cc_segscan_free(cc_segscan *s);
@@ -71,6 +133,9 @@ size_t cc_segscan_memory(const cc_segscan *s);
 /* Cut the characters fed since the previous scan: the view has seen `chars` characters, the
  * last of them in `ring`. */
 void cc_segscan_scan(cc_segscan *s, const cc_ring *ring, uint64_t chars, int mask_fences);
+/* Cut one more character, cp, the view's next after the scanned ones (a loop that has it at
+ * hand: the same as cc_segscan_scan once it is in the ring). */
+void cc_segscan_step(cc_segscan *s, uint32_t cp, int mask_fences);
 /* A channel switch or finish(): the pending word and segment end; `reset_fence`: a switch
  * (the line and its fence state end too). */
 void cc_segscan_end(cc_segscan *s, int mask_fences, int reset_fence);

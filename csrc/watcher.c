@@ -419,7 +419,9 @@ int cc_replay(cc_watcher *w, const void *data, int kind, size_t len, const int64
      * the fixed work of a call (dispatch, loop set-up, the hit check) once instead of per
      * delta. The batch stays small enough that sorting a call's hits stays cheap. A batch is
      * the next delta and every following one that ends within REPLAY_BATCH of its start. */
-    pair_fn run = w->fast_row[kind >> 1];
+    /* the batch loop of the row fast_row points into (same channel, same ring) */
+    const ptrdiff_t row = w->fast_row - &w->rs->pair[0][0][0];
+    pair_fn run = (&w->rs->pair_batch[0][0][0])[row + (kind >> 1)];
     while (i < nsplits) {
         size_t j = i;
         if ((size_t)splits[i] <= prev + REPLAY_BATCH)

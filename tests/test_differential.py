@@ -8,6 +8,7 @@ of the same text into deltas.
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import threading
@@ -179,3 +180,31 @@ def test_shared_ruleset_across_threads_matches_single_thread():
     for t in threads:
         t.join()
     assert got == expected
+
+
+def word_lists(rng: random.Random) -> str:
+    """Words from a small vocabulary with gaps that may hold list separators (``a, b``,
+    ``a -> b``, ``a、b``), line ends and fences: vocabulary collapses and lists of every kind."""
+    words = ["heads", "tails", "Tails", "up", "left", "a", "12", "x1", "猫", "狗狗", "é"]
+    gaps = [" ", " ", "  ", ", ", ",", "; ", " | ", " / ", " -> ", "、", "，", " → ", "\n",
+            ". ", "```\n"]
+    vocab = words[:rng.randint(2, len(words))]
+    sep = gaps[:rng.choice([1, 5, 8, len(gaps)])]
+    return "".join(rng.choice(vocab) + rng.choice(sep) for _ in range(rng.randint(20, 300)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_replay_batches_equal_feed_and_reference_on_word_lists(seed):
+    # replay's long calls keep the word scanner up to date in the line loop (a word after the
+    # spaces of a list gap takes the gap's separator mark there): the same detections as short
+    # feeds, which leave the scan to the checks, and as the reference
+    rng = random.Random(seed)
+    text = word_lists(rng)
+    rs = cc.default_ruleset()
+    deltas = pieces(text, rng)
+    ends = list(itertools.accumulate(len(d) for d in deltas))
+    fed = feed_all(rs.watcher(), [("reasoning", d) for d in deltas])
+    assert rs.replay(text, channel="reasoning") == fed
+    assert rs.replay(text, ends, channel="reasoning") == fed
+    reference = ref.Ruleset(cc.default_rules(), **DEFAULT_OPTIONS)
+    assert reference.replay(text, channel="reasoning") == fed
