@@ -599,7 +599,9 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     a->dense = malloc((size_t)ndense * row_bytes);
     a->dense_out = malloc((size_t)ndense * sizeof *a->dense_out);
     a->exits = malloc((nexits ? nexits : 1) * sizeof *a->exits);
-    if (!a->slot_mem || !a->match || !a->dense || !a->dense_out || !a->exits) goto oom;
+    a->root = malloc((size_t)nc * sizeof *a->root);
+    if (!a->slot_mem || !a->match || !a->dense || !a->dense_out || !a->exits || !a->root)
+        goto oom;
     a->slot = a->slot_mem + nc;
     for (size_t i = 0; i < (size_t)nslots + 2 * (size_t)nc; i++) {
         a->slot_mem[i].base = -(int32_t)nc;
@@ -614,6 +616,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
             uint16_t *dst = a->dense + (size_t)u * nc;
             for (uint32_t c = 0; c < nc; c++) {
                 uint32_t v = src[c];
+                if (!u) a->root[c] = ID_OF(v);
                 if (v >= ndense || t.set[v] != UNSET || c >= a->special_base) {
                     a->exits[code[v]] = ID_OF(v);
                     dst[c] = (uint16_t)(ndense + code[v]);
@@ -707,6 +710,7 @@ void cc_automaton_free(cc_automaton *a) {
     free(a->dense);
     free(a->dense_out);
     free(a->exits);
+    free(a->root);
     free(a->slot_mem);
     free(a->match);
     free(a->page_cls);
@@ -741,6 +745,7 @@ size_t cc_automaton_memory(const cc_automaton *a) {
     if (!a) return 0;
     return sizeof *a + (size_t)a->ndense * a->nclasses * sizeof(uint16_t) +
            (size_t)a->ndense * sizeof(uint32_t) + (size_t)a->nexits * sizeof(uint32_t) +
+           (size_t)a->nclasses * sizeof(uint32_t) +
            ((size_t)a->nslots + 2 * (size_t)a->nclasses) * sizeof(cc_ac_slot) +
            (size_t)a->nmatch * sizeof *a->match +
            (size_t)a->npages * 256 * sizeof *a->page_cls +

@@ -94,6 +94,8 @@ typedef struct cc_automaton {
     uint32_t (*match)[2];  /* (slot, output set) of each sparse state with outputs, by slot */
     uint32_t nmatch;
     uint32_t *dense_out;   /* per dense state: its output set, or UINT32_MAX */
+    uint32_t *root;        /* the root's row as full ids (nclasses): where a miss in a sparse
+                            * state most often ends, one load instead of entry and exit */
     uint32_t pages[256];   /* BMP: offset in page_cls of the page of cp >> 8 */
     uint16_t *page_cls;    /* npages * 256 class ids; page 0 is all zero */
     uint32_t npages;
@@ -145,7 +147,7 @@ static inline uint32_t cc_automaton_sparse_next(const cc_automaton *a, uint32_t 
         }
         id = n->fail;
     } while (id >= nd);
-    return cc_automaton_dense_next(a, id, c);
+    return id ? cc_automaton_dense_next(a, id, c) : a->root[c];
 }
 
 /* The state after class c from state s (ids as returned by this function; the start is 0). */
