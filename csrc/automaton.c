@@ -271,6 +271,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     uint32_t *rows = NULL, *slot_of = NULL, *out_start = NULL, *ccls = NULL, *code = NULL;
     int32_t *base_of = NULL;
     uint8_t *tail = NULL;
+    uint32_t *dfs = NULL;
     uint16_t *cls = NULL;
     cc_output *out = NULL;
     size_t out_cap = 0, out_n = 0, sets_cap = 0, nsets = 0;
@@ -536,8 +537,24 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
         tail[u] = f == e || (e - f == 1 && tail[f]);
     }
     if (slots_reserve(&sl, 1024) != 0) goto oom;
+    /* the non-tail states in depth-first preorder (children in class order) */
+    uint32_t ndfs = 0;
+    dfs = malloc((size_t)N * sizeof *dfs);
+    if (!dfs) goto oom;
+    {
+        uint32_t top = 0;
+        dfs[N - 1] = 0; /* the stack grows down from the end, the order up from the start */
+        top = 1;
+        while (top) {
+            uint32_t u = dfs[N - top--];
+            dfs[ndfs++] = u;
+            for (uint32_t v = t.first[u + 1]; v-- > t.first[u];)
+                if (v < ndense || !tail[v]) dfs[N - ++top] = v;
+        }
+    }
     for (int pass = 0; pass < 2; pass++) {
-        for (uint32_t u = 0; u < N; u++) {
+        for (uint32_t i = 0; i < (pass ? N : ndfs); i++) {
+            uint32_t u = pass ? i : dfs[i];
             uint32_t f = t.first[u], e = t.first[u + 1];
             if (u >= ndense && tail[u]) {
                 if (f == e) base_of[u] = -(int32_t)nc;
@@ -694,6 +711,7 @@ done:
     free(slot_of);
     free(base_of);
     free(tail);
+    free(dfs);
     free(ccls);
     free(out);
     free(out_start);
