@@ -365,8 +365,17 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
         cls[j] = c;
     }
     a->nclasses = nc;
-    /* the phrases as classes, in place */
-    for (uint32_t i = 0; i < ncp; i++) text[i] = build_class(cps, cls, nmapped, text[i]);
+    /* the phrases as classes, in place (the BMP through a table: a search per character was a
+     * fifth of the build) */
+    {
+        uint16_t *bmp = calloc(0x10000, sizeof *bmp);
+        if (!bmp) goto oom;
+        for (uint32_t i = 0; i < nmapped; i++)
+            if (cps[i] < 0x10000) bmp[cps[i]] = cls[i];
+        for (uint32_t i = 0; i < ncp; i++)
+            text[i] = text[i] < 0x10000 ? bmp[text[i]] : build_class(cps, cls, nmapped, text[i]);
+        free(bmp);
+    }
 
     /* phrases sorted by their classes */
     order = malloc((n ? n : 1) * sizeof *order);

@@ -16,7 +16,10 @@
  * - sparse states: the deeper states, stored as a double-array trie (base + class = the slot of
  *   the child, check[slot] = the parent, so a lookup costs one load and a compare whatever the
  *   fan-out) plus a failure link. A miss follows failure links until a child is found or a dense
- *   state is reached. Their ids are ndense + slot.
+ *   state is reached (the root's row is also kept as full ids, for the misses that end there).
+ *   Their ids are ndense + slot. The states above the tails (shared prefixes: where the text
+ *   walks) are placed first, in depth-first order, each tail (the unshared rest of one phrase)
+ *   after them in consecutive slots, so the text reads few cache lines of a large set.
  *
  * Every state with an output carries CC_AC_MATCH (the top bit) in its id, so a match test is a
  * sign test. Outputs of a state list, for each rule with a phrase ending there, the longest such
