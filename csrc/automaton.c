@@ -173,6 +173,9 @@ static uint32_t build_delta(const nodes *t, const uint32_t *rows, uint32_t ndens
 
 /* ---- the double array ----------------------------------------------------------------- */
 
+/* Tails longer than this go past the frontier without a search for a gap. */
+#define RUN_LENGTHS 16
+
 typedef struct slots {
     uint8_t *used;
     uint8_t *tried;      /* per free slot: how often it failed as the first child's slot */
@@ -180,6 +183,7 @@ typedef struct slots {
     uint32_t first_free; /* no free slot below */
     uint32_t scan_from;  /* no promising candidate for a first child below */
     uint32_t frontier;   /* no used slot at or above */
+    uint32_t run_from[RUN_LENGTHS]; /* per tail length: no gap that long starts below */
 } slots;
 
 static int slots_reserve(slots *s, size_t need) {
@@ -202,6 +206,22 @@ static void slots_take(slots *s, uint32_t k) {
     s->used[k] = 1;
     if (k + 1 > s->frontier) s->frontier = k + 1;
     while (s->first_free < s->cap && s->used[s->first_free]) s->first_free++;
+}
+
+/* The first slot of len free consecutive slots for a tail: a gap the placement of sibling
+ * groups left (a cursor per length only moves forward: a gap skipped is too short for that
+ * length for good, slots are never freed), else past the frontier. */
+static uint32_t slots_run(slots *s, uint32_t len) {
+    if (len > RUN_LENGTHS) return s->frontier;
+    uint32_t h = s->run_from[len - 1] > s->first_free ? s->run_from[len - 1] : s->first_free;
+    while ((size_t)h + len <= s->frontier) {
+        uint32_t j = 0;
+        while (j < len && !s->used[h + j]) j++;
+        if (j == len) break;
+        h += j + 1;
+    }
+    s->run_from[len - 1] = h;
+    return (size_t)h + len <= s->frontier ? h : s->frontier;
 }
 
 /* A base for children of classes cls[0..k) (sorted ascending): every base + cls[i] free. Tries
@@ -250,6 +270,8 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     uint32_t *text = NULL, *starts = NULL, *cps = NULL, *order = NULL, *otmp = NULL;
     uint32_t *rows = NULL, *slot_of = NULL, *out_start = NULL, *ccls = NULL, *code = NULL;
     int32_t *base_of = NULL;
+    uint8_t *tail = NULL;
+    uint32_t *dfs = NULL;
     uint16_t *cls = NULL;
     cc_output *out = NULL;
     size_t out_cap = 0, out_n = 0, sets_cap = 0, nsets = 0;
@@ -343,8 +365,17 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
         cls[j] = c;
     }
     a->nclasses = nc;
-    /* the phrases as classes, in place */
-    for (uint32_t i = 0; i < ncp; i++) text[i] = build_class(cps, cls, nmapped, text[i]);
+    /* the phrases as classes, in place (the BMP through a table: a search per character was a
+     * fifth of the build) */
+    {
+        uint16_t *bmp = calloc(0x10000, sizeof *bmp);
+        if (!bmp) goto oom;
+        for (uint32_t i = 0; i < nmapped; i++)
+            if (cps[i] < 0x10000) bmp[cps[i]] = cls[i];
+        for (uint32_t i = 0; i < ncp; i++)
+            text[i] = text[i] < 0x10000 ? bmp[text[i]] : build_class(cps, cls, nmapped, text[i]);
+        free(bmp);
+    }
 
     /* phrases sorted by their classes */
     order = malloc((n ? n : 1) * sizeof *order);
@@ -498,38 +529,89 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     free(otmp), otmp = NULL;
     sorted = NULL;
 
-    /* slots of the sparse states: a free slot for a child of a dense state, a common base for
-     * the children of a sparse state */
+    /* slots of the sparse states, hot before cold. A state whose subtree is one path (a
+     * "tail": the part of a phrase no other phrase shares) is rarely entered by the text and
+     * left after a few steps; the states above the tails (shared prefixes, the text's usual
+     * path into the trie) are what a walk keeps returning to. So: first, in breadth-first
+     * order, a free slot for each child of a dense state and a common base for the children of
+     * every other non-tail state (the hot region, packed first fit); then each tail after its
+     * first state, one slot after the other past the frontier (a walk down a tail reads
+     * consecutive slots, four to a cache line). */
     slot_of = malloc((size_t)N * sizeof *slot_of);
     base_of = malloc((size_t)N * sizeof *base_of);
-    if (!slot_of || !base_of) goto oom;
-    if (slots_reserve(&sl, 1024) != 0) goto oom;
-    for (uint32_t u = 0; u < N; u++) {
+    tail = malloc((size_t)N + 1);
+    if (!slot_of || !base_of || !tail) goto oom;
+    for (uint32_t u = N; u-- > 0;) {
         uint32_t f = t.first[u], e = t.first[u + 1];
-        if (u >= ndense) {
-            if (f == e) {
-                base_of[u] = -(int32_t)nc;
-                continue;
-            }
-            uint32_t k = 0;
-            for (uint32_t v = f; v < e; v++) ccls[k++] = t.ecls[v];
-            if (slots_place(&sl, ccls, k, &base_of[u]) != 0) goto oom;
-            for (uint32_t v = f; v < e; v++)
-                slot_of[v] = (uint32_t)(base_of[u] + (int32_t)t.ecls[v]);
-        } else {
-            for (uint32_t v = f; v < e; v++) {
-                if (v < ndense) continue;
-                if (slots_reserve(&sl, (size_t)sl.first_free + 2) != 0) goto oom;
-                slot_of[v] = sl.first_free;
-                slots_take(&sl, sl.first_free);
-            }
+        tail[u] = f == e || (e - f == 1 && tail[f]);
+    }
+    if (slots_reserve(&sl, 1024) != 0) goto oom;
+    /* the non-tail states in depth-first preorder (children in class order) */
+    uint32_t ndfs = 0;
+    dfs = malloc((size_t)N * sizeof *dfs);
+    if (!dfs) goto oom;
+    {
+        uint32_t top = 0;
+        dfs[N - 1] = 0; /* the stack grows down from the end, the order up from the start */
+        top = 1;
+        while (top) {
+            uint32_t u = dfs[N - top--];
+            dfs[ndfs++] = u;
+            for (uint32_t v = t.first[u + 1]; v-- > t.first[u];)
+                if (v < ndense || !tail[v]) dfs[N - ++top] = v;
         }
-        if ((size_t)sl.frontier * SPARSE_BYTES + (size_t)ndense * row_bytes > max_bytes) {
-            snprintf(msg, sizeof msg,
-                     "the phrase automaton would exceed %zu MiB; use fewer or shorter phrases",
-                     max_bytes >> 20);
-            fail_with(err, errlen, status, CC_ERR_TOO_BIG, msg);
-            goto fail;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < (pass ? N : ndfs); i++) {
+            uint32_t u = pass ? i : dfs[i];
+            uint32_t f = t.first[u], e = t.first[u + 1];
+            if (u >= ndense && tail[u]) {
+                if (f == e) base_of[u] = -(int32_t)nc;
+                continue; /* placed with the tail's first state */
+            }
+            if (pass == 1) {
+                /* the tails below u (u's own children are placed): each in consecutive slots */
+                for (uint32_t v = f; v < e; v++) {
+                    if (v < ndense || !tail[v]) continue;
+                    uint32_t len = 0;
+                    for (uint32_t x = v; t.first[x] != t.first[x + 1]; x = t.first[x]) len++;
+                    if (!len) continue;
+                    uint32_t at = slots_run(&sl, len);
+                    if (slots_reserve(&sl, (size_t)at + len + 1) != 0) goto oom;
+                    for (uint32_t x = v; t.first[x] != t.first[x + 1]; at++) {
+                        uint32_t y = t.first[x];
+                        slots_take(&sl, at);
+                        slot_of[y] = at;
+                        base_of[x] = (int32_t)at - (int32_t)t.ecls[y];
+                        x = y;
+                    }
+                }
+            } else if (u >= ndense) {
+                if (f == e) {
+                    base_of[u] = -(int32_t)nc;
+                    continue;
+                }
+                uint32_t k = 0;
+                for (uint32_t v = f; v < e; v++) ccls[k++] = t.ecls[v];
+                if (slots_place(&sl, ccls, k, &base_of[u]) != 0) goto oom;
+                for (uint32_t v = f; v < e; v++)
+                    slot_of[v] = (uint32_t)(base_of[u] + (int32_t)t.ecls[v]);
+            } else {
+                for (uint32_t v = f; v < e; v++) {
+                    if (v < ndense) continue;
+                    if (slots_reserve(&sl, (size_t)sl.first_free + 2) != 0) goto oom;
+                    slot_of[v] = sl.first_free;
+                    slots_take(&sl, sl.first_free);
+                }
+            }
+            if ((size_t)sl.frontier * SPARSE_BYTES + (size_t)ndense * row_bytes > max_bytes) {
+                snprintf(msg, sizeof msg,
+                         "the phrase automaton would exceed %zu MiB; use fewer or shorter "
+                         "phrases",
+                         max_bytes >> 20);
+                fail_with(err, errlen, status, CC_ERR_TOO_BIG, msg);
+                goto fail;
+            }
         }
     }
     uint32_t nslots = sl.frontier;
@@ -543,7 +625,9 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
     a->dense = malloc((size_t)ndense * row_bytes);
     a->dense_out = malloc((size_t)ndense * sizeof *a->dense_out);
     a->exits = malloc((nexits ? nexits : 1) * sizeof *a->exits);
-    if (!a->slot_mem || !a->match || !a->dense || !a->dense_out || !a->exits) goto oom;
+    a->root = malloc((size_t)nc * sizeof *a->root);
+    if (!a->slot_mem || !a->match || !a->dense || !a->dense_out || !a->exits || !a->root)
+        goto oom;
     a->slot = a->slot_mem + nc;
     for (size_t i = 0; i < (size_t)nslots + 2 * (size_t)nc; i++) {
         a->slot_mem[i].base = -(int32_t)nc;
@@ -558,6 +642,7 @@ cc_automaton *cc_automaton_build(const cc_phrase_in *phrases, size_t n, int fold
             uint16_t *dst = a->dense + (size_t)u * nc;
             for (uint32_t c = 0; c < nc; c++) {
                 uint32_t v = src[c];
+                if (!u) a->root[c] = ID_OF(v);
                 if (v >= ndense || t.set[v] != UNSET || c >= a->special_base) {
                     a->exits[code[v]] = ID_OF(v);
                     dst[c] = (uint16_t)(ndense + code[v]);
@@ -634,6 +719,8 @@ done:
     free(code);
     free(slot_of);
     free(base_of);
+    free(tail);
+    free(dfs);
     free(ccls);
     free(out);
     free(out_start);
@@ -650,6 +737,7 @@ void cc_automaton_free(cc_automaton *a) {
     free(a->dense);
     free(a->dense_out);
     free(a->exits);
+    free(a->root);
     free(a->slot_mem);
     free(a->match);
     free(a->page_cls);
@@ -684,6 +772,7 @@ size_t cc_automaton_memory(const cc_automaton *a) {
     if (!a) return 0;
     return sizeof *a + (size_t)a->ndense * a->nclasses * sizeof(uint16_t) +
            (size_t)a->ndense * sizeof(uint32_t) + (size_t)a->nexits * sizeof(uint32_t) +
+           (size_t)a->nclasses * sizeof(uint32_t) +
            ((size_t)a->nslots + 2 * (size_t)a->nclasses) * sizeof(cc_ac_slot) +
            (size_t)a->nmatch * sizeof *a->match +
            (size_t)a->npages * 256 * sizeof *a->page_cls +

@@ -16,7 +16,10 @@
  * - sparse states: the deeper states, stored as a double-array trie (base + class = the slot of
  *   the child, check[slot] = the parent, so a lookup costs one load and a compare whatever the
  *   fan-out) plus a failure link. A miss follows failure links until a child is found or a dense
- *   state is reached. Their ids are ndense + slot.
+ *   state is reached (the root's row is also kept as full ids, for the misses that end there).
+ *   Their ids are ndense + slot. The states above the tails (shared prefixes: where the text
+ *   walks) are placed first, in depth-first order, each tail (the unshared rest of one phrase)
+ *   after them in consecutive slots, so the text reads few cache lines of a large set.
  *
  * Every state with an output carries CC_AC_MATCH (the top bit) in its id, so a match test is a
  * sign test. Outputs of a state list, for each rule with a phrase ending there, the longest such
@@ -94,6 +97,8 @@ typedef struct cc_automaton {
     uint32_t (*match)[2];  /* (slot, output set) of each sparse state with outputs, by slot */
     uint32_t nmatch;
     uint32_t *dense_out;   /* per dense state: its output set, or UINT32_MAX */
+    uint32_t *root;        /* the root's row as full ids (nclasses): where a miss in a sparse
+                            * state most often ends, one load instead of entry and exit */
     uint32_t pages[256];   /* BMP: offset in page_cls of the page of cp >> 8 */
     uint16_t *page_cls;    /* npages * 256 class ids; page 0 is all zero */
     uint32_t npages;
@@ -145,7 +150,7 @@ static inline uint32_t cc_automaton_sparse_next(const cc_automaton *a, uint32_t 
         }
         id = n->fail;
     } while (id >= nd);
-    return cc_automaton_dense_next(a, id, c);
+    return id ? cc_automaton_dense_next(a, id, c) : a->root[c];
 }
 
 /* The state after class c from state s (ids as returned by this function; the start is 0). */
