@@ -484,8 +484,8 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         /* (the characters of a segment written in CJK count twice, as its letters do for
          * SegmentRepeat) */
         for (uint32_t k = 0; k < length; k++) {
-            uint32_t i = sidx(s, k);
-            covered += (uint64_t)s->sgap[i] << (s->swide[i] & SEG_WIDE);
+            uint32_t at = sidx(s, k);
+            covered += (uint64_t)s->sgap[at] << (s->swide[at] & SEG_WIDE);
         }
         if (covered < p->min_chars) return 0;
         if (fenced && p->fence_letters) {
@@ -493,8 +493,8 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
              * line on purpose (CJK letters count twice, as above) */
             uint64_t run_letters = 0;
             for (uint32_t k = 0; k < length; k++) {
-                uint32_t i = sidx(s, k);
-                run_letters += (uint64_t)s->sletters[i] << (s->swide[i] & SEG_WIDE);
+                uint32_t at = sidx(s, k);
+                run_letters += (uint64_t)s->sletters[at] << (s->swide[at] & SEG_WIDE);
             }
             if (run_letters < p->fence_letters) return 0;
         }
