@@ -591,6 +591,34 @@ def legit_lyrics_line(rng: random.Random) -> str:
     return "The lyrics: " + " ".join(out) + "\n"
 
 
+
+def legit_data_rows(rng: random.Random) -> str:
+    """Rows from one template, outside any fence, whose numbers are the content: prices of one
+    ticker, metrics per epoch, an hourly forecast, CVE and release lists, orders, timed log lines
+    (a prose skeleton repeats on every row; only the numbers tell the rows apart)."""
+    ticker = rng.choice(["AAPL", "MSFT", "NVDA", "TSLA"])
+    name = rng.choice(NAMES)
+    templates: list[Callable[[int], str]] = [
+        lambda i: f"2024-03-{i % 28 + 1:02d},{ticker},{rng.uniform(100, 200):.2f},"
+                  f"{rng.uniform(100, 200):.2f},{rng.randint(10**5, 10**7)}",
+        lambda i: f"Epoch {i + 1}/40 - loss: {rng.random():.4f} - accuracy: {rng.random():.4f}",
+        lambda i: f"{i % 24:02d}:00 - temperature {rng.randint(-5, 30)}°C, humidity "
+                  f"{rng.randint(30, 95)}%, wind {rng.randint(0, 40)} km/h",
+        lambda i: f"- CVE-2024-{rng.randint(1000, 49999)}: fixed in {rng.randint(1, 4)}."
+                  f"{rng.randint(0, 20)}.{rng.randint(0, 30)}",
+        lambda i: f"Version 2.{i}.{rng.randint(0, 9)} was released on 2023-{rng.randint(1, 12):02d}-"
+                  f"{rng.randint(1, 28):02d}.",
+        lambda i: f"- Order #{rng.randint(10**4, 10**5)}: {rng.randint(1, 9)} items, total "
+                  f"${rng.randint(5, 900)}.{rng.randint(0, 99):02d}",
+        lambda i: f"[12:{i // 60 % 60:02d}:{i % 60:02d}] GET /api/users/{rng.randint(1, 9999)} "
+                  f"200 in {rng.randint(2, 300)} ms",
+        lambda i: f"Page {i + 1}: {rng.randint(150, 900)} words, {rng.randint(1, 9)} figures",
+        lambda i: f"{name}'s score in round {i + 1}: {rng.randint(0, 100)} of 100",
+        lambda i: f"第{i + 1}天：最高气温{rng.randint(10, 35)}度，最低气温{rng.randint(-5, 15)}度",
+    ]
+    t = rng.choice(templates)
+    return "Here are the results:\n\n" + "".join(t(i) + "\n" for i in range(rng.randint(20, 60)))
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -620,6 +648,7 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "grid": legit_grid,
     "draws": legit_draws,
     "lyrics-line": legit_lyrics_line,
+    "data-rows": legit_data_rows,
 }
 
 

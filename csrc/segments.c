@@ -24,8 +24,8 @@ static inline int fence_tag(uint32_t cp) {
 }
 
 static void seg_reset(cc_segscan *s) {
-    s->he_all = s->he_commit = s->hs = CC_H32_OFFSET;
-    s->raw = s->letters = s->digits = 0;
+    s->he_all = s->he_commit = s->hs = s->hn = s->hf = s->hr = CC_H32_OFFSET;
+    s->raw = s->letters = s->digits = s->runs = 0;
     s->has_letter = s->cjk = 0;
     s->started = s->in_digits = s->pend_space = s->prev_end = s->prev_digit = 0;
 }
@@ -45,13 +45,14 @@ cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences) {
     if (scap) {
         s->sexact = malloc(scap * sizeof *s->sexact);
         s->sskel = malloc(scap * sizeof *s->sskel);
+        s->snum = malloc(scap * sizeof *s->snum);
         s->sgap = malloc(scap * sizeof *s->sgap);
         s->sraw = malloc(scap * sizeof *s->sraw);
         s->sletters = malloc(scap * sizeof *s->sletters);
         s->swide = malloc(scap);
         s->fpe = malloc(2 * (size_t)scap);
         s->fps = malloc(2 * (size_t)scap);
-        if (!s->sexact || !s->sskel || !s->sgap || !s->sraw || !s->sletters || !s->swide ||
+        if (!s->sexact || !s->sskel || !s->snum || !s->sgap || !s->sraw || !s->sletters || !s->swide ||
             !s->fpe || !s->fps)
             goto oom;
     }
@@ -71,6 +72,7 @@ void cc_segscan_free(cc_segscan *s) {
     if (!s) return;
     free(s->sexact);
     free(s->sskel);
+    free(s->snum);
     free(s->sgap);
     free(s->sraw);
     free(s->sletters);
@@ -95,6 +97,7 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     *c = *s;
     c->sexact = dup(s->sexact, s->scap * sizeof *s->sexact);
     c->sskel = dup(s->sskel, s->scap * sizeof *s->sskel);
+    c->snum = dup(s->snum, s->scap * sizeof *s->snum);
     c->sgap = dup(s->sgap, s->scap * sizeof *s->sgap);
     c->sraw = dup(s->sraw, s->scap * sizeof *s->sraw);
     c->sletters = dup(s->sletters, s->scap * sizeof *s->sletters);
@@ -103,7 +106,7 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     c->fps = dup(s->fps, 2 * (size_t)s->scap);
     c->words = dup(s->words, s->wcap * sizeof *s->words);
     c->tail = s->tail ? cc_wordtail_copy(s->tail) : NULL;
-    if ((s->scap && (!c->sexact || !c->sskel || !c->sgap || !c->sraw || !c->sletters ||
+    if ((s->scap && (!c->sexact || !c->sskel || !c->snum || !c->sgap || !c->sraw || !c->sletters ||
                      !c->swide || !c->fpe || !c->fps)) ||
         (s->wcap && !c->words) || (s->tail && !c->tail)) {
         cc_segscan_free(c);
@@ -114,7 +117,7 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
 
 size_t cc_segscan_memory(const cc_segscan *s) {
     if (!s) return 0;
-    return sizeof *s + (size_t)s->scap * 19 + (size_t)s->wcap * 4 + cc_wordtail_memory(s->tail);
+    return sizeof *s + (size_t)s->scap * 21 + (size_t)s->wcap * 4 + cc_wordtail_memory(s->tail);
 }
 
 static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24)); }
@@ -123,12 +126,24 @@ static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ 
 #define SEG_WIDE 1u
 #define SEG_FENCED 2u
 
+/* The digit run before the current one, when it was not the first: into the numbers hash
+ * unless it repeats the first run (a counter written twice, `TypeORM10 | TypeORM10`). */
+static inline void later_run(cc_segscan *s) {
+    if (s->hr != s->hf) s->hn = h32(s->hn, s->hr);
+}
+
 static void end_segment(cc_segscan *s) {
     if (!s->raw) return;
+    if (s->runs >= 2) later_run(s); /* (the last run) */
     if (s->letters + s->digits && s->scap) {
         uint32_t i = s->spos;
         s->sexact[i] = s->he_commit;
         s->sskel[i] = s->hs;
+        /* numeric (a data row): two digit runs or more, fewer than CC_NUMERIC_LETTERS letters
+         * per run; near rules then also compare its later numbers */
+        s->snum[i] = s->runs >= 3 || (s->runs == 2 && s->letters < 2 * CC_NUMERIC_LETTERS)
+                         ? (uint16_t)((s->hn ^ (s->hn >> 16)) | 1u)
+                         : 0;
         s->sgap[i] = sat16(s->tail_gap);
         s->sraw[i] = sat16(s->raw);
         s->sletters[i] = sat16(s->letters);
@@ -248,7 +263,14 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
             s->he_all = h32(s->he_all, cp);
             s->he_commit = s->he_all;
             if (cls & C_DIGIT) {
-                if (!s->in_digits) s->hs = h32(s->hs, '#');
+                if (!s->in_digits) {
+                    s->hs = h32(s->hs, '#');
+                    if (s->runs >= 2) later_run(s);
+                    s->runs++;
+                    s->hr = CC_H32_OFFSET;
+                }
+                if (s->runs > 1) s->hr = h32(s->hr, cp);
+                else s->hf = h32(s->hf, cp);
                 s->in_digits = 1;
                 s->digits++;
             } else {
@@ -456,6 +478,7 @@ static uint32_t quote_stripped(const cc_ring *ring, uint32_t back, uint32_t raw,
 int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                     const cc_block_params *p, cc_block_result *res) {
     const uint32_t *key = p->near ? s->sskel : s->sexact;
+    const uint16_t *num = p->near ? s->snum : NULL;
     uint32_t n = s->sn;
     uint32_t pmax = p->max_period < n / p->min_repeats ? p->max_period : n / p->min_repeats;
     if (!pmax) return 0;
@@ -473,12 +496,22 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         for (i = 0; i < span; i++)
             if (key[sidx(s, i)] != key[sidx(s, i + per)]) break;
         if (i < span) continue;
+        /* near: a unit of numeric segments only (data rows) must also repeat their numbers */
+        int numeric = num != NULL;
+        for (uint32_t k = 0; numeric && k < per; k++) numeric = num[sidx(s, k)] != 0;
+        if (numeric) {
+            for (i = 0; i < span; i++)
+                if (num[sidx(s, i)] != num[sidx(s, i + per)]) break;
+            if (i < span) continue;
+        }
         uint32_t letters = 0;
         for (uint32_t k = 0; k < per; k++) letters += s->sletters[sidx(s, k)];
         /* the smallest period with min_repeats copies decides (a larger one would repeat the
          * same text) */
         if ((uint64_t)letters < (uint64_t)p->min_letters * per) return 0;
-        while (i + per < n && key[sidx(s, i)] == key[sidx(s, i + per)]) i++;
+        while (i + per < n && key[sidx(s, i)] == key[sidx(s, i + per)] &&
+               (!numeric || num[sidx(s, i)] == num[sidx(s, i + per)]))
+            i++;
         uint32_t length = i + per;
         uint64_t covered = 0;
         /* (the characters of a segment written in CJK count twice, as its letters do for
@@ -642,7 +675,8 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
             }
             continue;
         }
-        uint32_t h = s->sskel[i], j;
+        /* (a numeric segment's key mixes its later numbers in) */
+        uint32_t h = s->sskel[i] ^ ((uint32_t)s->snum[i] << 16), j;
         for (j = 0; j < nd; j++)
             if (keys[j] == h) break;
         if (j == nd) {

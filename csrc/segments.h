@@ -4,9 +4,9 @@
  * is checked (at its throttle point, a channel switch or finish) the characters fed since the
  * previous scan are read back from the ring and cut here. The ring holds at least as many
  * characters as the largest every_bytes of these rules (plus one character's slack), so nothing
- * is lost between two scans. A segment is kept as two 32-bit hashes (exact text, skeleton), its
- * length, its letters and whether its first letter lies from U+3040 up: 15 bytes (19 with the
- * two key bytes); a word as one hash. */
+ * is lost between two scans. A segment is kept as two 32-bit hashes (exact text, skeleton), 16
+ * bits of its later numbers when it is numeric, its length, its letters and whether its first
+ * letter lies from U+3040 up: 17 bytes (21 with the two key bytes); a word as one hash. */
 #ifndef CC_SEGMENTS_H
 #define CC_SEGMENTS_H
 
@@ -17,6 +17,10 @@
 #include "wordtail.h"
 
 #define CC_QUOTE_CHARS 1024
+
+/* A segment with two digit runs or more is numeric (a data row) when it holds fewer letters
+ * than this per run (docs/semantics.md). */
+#define CC_NUMERIC_LETTERS 8
 
 /* The segment and word hashes: 32-bit FNV-1a steps over code points. */
 #define CC_H32_OFFSET 2166136261u
@@ -33,6 +37,9 @@ typedef struct cc_segscan {
                                        skeleton hash */
     uint32_t raw, tail_gap;         /* its characters; characters since the last kept segment */
     uint32_t letters, digits;
+    /* runs of ASCII digits; the hashes of the first run, of the current run (when it is not
+     * the first) and of the runs after the first that differ from it */
+    uint32_t runs, hf, hr, hn;
     uint8_t has_letter, cjk; /* cjk: its first letter is at U+3040 or above */
     uint8_t started, in_digits, pend_space, prev_end, prev_digit;
     /* the pending word */
@@ -51,6 +58,8 @@ typedef struct cc_segscan {
     uint32_t scap, sn, spos;
     uint64_t seg_serial;
     uint32_t *sexact, *sskel;
+    uint16_t *snum; /* 0, or for a numeric segment 16 bits of the hash of its digit runs
+                     * after the first (lowest bit set) */
     uint16_t *sgap, *sraw, *sletters;
     uint8_t *swide; /* bit 0: the first letter is at U+3040 or above (SegmentRepeat counts
                      * the letters twice); bit 1 (SEG_FENCED): it lies inside a code fence */

@@ -60,6 +60,10 @@ FRAGMENTS = (
     "```python\nx.NULL,\nx.NULL,\nx.NULL,\n", "    f(a, b)  # retry\n", "```\n\n",
     # SegmentRepeat: a changing word, short CJK names
     "Alice has the key 3.\n", "Alice had the key 4.\n", "12. 伊兰\n", "13. 王芳\n",
+    # numeric segments (data rows): later numbers equal, different, or repeating the first
+    "Day 3: high 23, low 1\n", "Day 4: high 23, low 1\n", "Day 5: high 19, low 2\n",
+    "2024-03-05,AAPL,185.2\n", "| TypeORM10 | TypeORM10 | 2017 |\n", "KEY_F7: 'kf7',\n",
+    "第3天：最高气温23度，最低气温1度\n", "v1.2 ", "3 4 ",
     # WordRepeat: words repeated with other gaps between them (punctuation, newlines, a list)
     "let me check it again, ", "Let me check it again.\n", "check, it, again; ",
 )

@@ -125,6 +125,23 @@ def _letters(stripped: str) -> int:
     return sum(1 for c in stripped if _is_word_char(c) and not "0" <= c <= "9")
 
 
+_DIGIT_RUN = re.compile(r"[0-9]+")
+
+#: A segment is *numeric* when it holds two runs of ASCII digits or more and fewer than this many
+#: letters per run: its numbers are its content (a data row).
+NUMERIC_LETTERS_PER_RUN = 8
+
+
+def _numbers(stripped: str, letters: int) -> str | None:
+    """A numeric segment's digit runs after its first that differ from it, joined by ``,``; None
+    when the segment is not numeric."""
+    runs = _DIGIT_RUN.findall(stripped)
+    if len(runs) < 2 or (len(runs) == 2 and letters >= 2 * NUMERIC_LETTERS_PER_RUN):
+        return None
+    # a run that repeats the first (a counter written twice, `TypeORM10 | TypeORM10`) is left out
+    return ",".join(r for r in runs[1:] if r != runs[0])
+
+
 def _wide(stripped: str) -> int:
     """1 when the first letter (word character other than an ASCII digit) is at U+3040 or above
     (kana, CJK, Hangul), else 0."""
@@ -145,6 +162,11 @@ class _Segment:
     letters: int
     wide: int      # 1: its first letter is at U+3040 or above (SegmentRepeat counts letters twice)
     fenced: bool   # it lies inside a code fence (mask_code_fences on)
+    numbers: str | None = None  # a numeric segment's numbers after its first (None: not numeric)
+
+    def near_key(self) -> tuple[str, str | None]:
+        """The segment alone as near rules compare it: a numeric segment keeps its numbers."""
+        return (self.skeleton, self.numbers)
 
 
 # --------------------------------------------------------------------------- compiled ruleset
@@ -625,11 +647,12 @@ class Watcher:
         if not raw or not any(_is_word_char(ch) for ch in stripped):
             return
         # lengths and letters count up to 65535 (the native engine keeps them in 16 bits)
+        letters, wide = _letters(stripped), _wide(stripped)
         view.segments.append(_Segment(stripped, _skeleton(stripped), min(view.tail_gap, 65535),
-                                      min(len(raw), 65535), min(_letters(stripped), 65535),
-                                      _wide(stripped),
+                                      min(len(raw), 65535), min(letters, 65535), wide,
                                       self._ruleset._options.mask_code_fences
-                                      and view.inside_fence))
+                                      and view.inside_fence,
+                                      _numbers(stripped, letters)))
         view.tail_gap = 0
         view.seg_serial += 1
         if len(view.segments) > plan.segments:
@@ -981,13 +1004,17 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
     segs = list(view.segments)
     n = len(segs)
 
-    def key(i: int) -> str:
-        return segs[i].skeleton if rule.near else segs[i].exact
+    def key(i: int, numeric: bool) -> object:
+        if not rule.near:
+            return segs[i].exact
+        return segs[i].near_key() if numeric else segs[i].skeleton
 
     fenced = n > 0 and segs[-1].fenced
     for p in range(1, min(rule.max_period, n // rule.min_repeats) + 1):
+        # near: a unit of numeric segments only (data rows) is compared with their numbers
+        numeric = rule.near and all(s.numbers is not None for s in segs[n - p:])
         span = (rule.min_repeats - 1) * p
-        if any(key(n - 1 - i) != key(n - 1 - i - p) for i in range(span)):
+        if any(key(n - 1 - i, numeric) != key(n - 1 - i - p, numeric) for i in range(span)):
             continue
         # the smallest period with min_repeats copies decides: the unit must hold enough
         # letters and its run enough characters (a larger period would repeat the same text)
@@ -995,7 +1022,7 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
         if sum(s.letters for s in unit) < rule.min_letters * p:
             return None
         i = span
-        while n - 1 - i - p >= 0 and key(n - 1 - i) == key(n - 1 - i - p):
+        while n - 1 - i - p >= 0 and key(n - 1 - i, numeric) == key(n - 1 - i - p, numeric):
             i += 1
         length = i + p                      # segments of the periodic run
         if sum(s.gap << s.wide for s in segs[n - length:]) < rule.min_chars:
@@ -1024,13 +1051,14 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     if len(segs) < rule.window:
         return None
     last = segs[len(segs) - rule.window:]
-    counts: dict[str, int] = {}
-    newest: dict[str, int] = {}          # skeleton -> its newest index (0 = newest segment)
+    counts: dict[tuple[str, str | None], int] = {}
+    newest: dict[tuple[str, str | None], int] = {}  # key -> its newest index (0 = newest)
     for k, seg in enumerate(reversed(last)):
         if seg.letters << seg.wide < rule.min_letters or (seg.fenced and not rule.fences):
             continue
-        counts[seg.skeleton] = counts.get(seg.skeleton, 0) + 1
-        newest.setdefault(seg.skeleton, k)
+        nk = seg.near_key()
+        counts[nk] = counts.get(nk, 0) + 1
+        newest.setdefault(nk, k)
     ranked = sorted(counts, key=lambda sk: (-counts[sk], newest[sk]))
     covered = sum(counts[sk] for sk in ranked[:rule.top])
     if covered < rule.min_count:

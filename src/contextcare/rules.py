@@ -587,6 +587,11 @@ class BlockRepeat(Rule):
     code fences too. With ``near=True`` segments are compared by their
     *skeleton* (digit runs -> ``#``, ASCII letters lower-cased, whitespace runs -> one space),
     so ``Step 14: ...`` / ``Step 15: ...`` or a class repeated with a counter count as copies.
+    A *numeric* segment — a data row: three digit runs or more, or two and fewer than 16
+    letters (``2024-03-05,AAPL,185.2``, ``Epoch 3/40 - loss: 0.41``) — also keeps its numbers
+    after the first (those equal to the first left out: ``TypeORM10 | TypeORM10``), and a unit
+    made only of numeric segments repeats only when those numbers do: the rows of a table differ
+    by their data, a loop by its counter.
     Inside a code fence (with the ``mask_code_fences`` option on: the newest segment lies in a
     fence) the periodic run must also hold ``fence_letters`` letters (kana, CJK and Hangul count
     twice): code repeats short lines on purpose (an argument list of ``NULL,``, three equal
@@ -692,7 +697,9 @@ class SegmentRepeat(Rule):
     -> one space), so ``Retrying (attempt 7).`` / ``(attempt 8).`` are one skeleton, and a line
     whose changing word takes a few values (``has`` / ``had``), a numbered list of a few names
     cycling or a retry line with other lines between all leave few skeletons covering many
-    segments. Segments with fewer than ``min_letters`` letters (word characters other than ASCII
+    segments. A numeric segment (a data row, see BlockRepeat) is grouped by its skeleton and its
+    numbers after the first, so the rows of a price list or a forecast stay apart. Segments with
+    fewer than ``min_letters`` letters (word characters other than ASCII
     digits; twice as many when the first letter is kana, CJK or Hangul) never count, so ``| row # | # |``, ``# x # = #`` or a
     counter stay quiet. Inside code fences too, unless ``fences`` is false (with the
     ``mask_code_fences`` option on): then segments inside a fence never count either: a table of
