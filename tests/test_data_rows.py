@@ -109,3 +109,53 @@ def test_numeric_rows_still_repeat_exactly() -> None:
 def test_which_segments_are_numeric(segment: str, numbers: str | None) -> None:
     got = reference._numbers(segment, reference._letters(segment))  # noqa: SLF001
     assert got == numbers
+
+
+# ---- native = reference on data rows and counters (hypothesis) ---------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from conftest import feed_all, pieces  # noqa: E402
+
+_ROW_WORDS = ("Day", "total", "run", "ok", "伊兰", "loss", "Step", "the caller", "de", "x")
+
+
+@st.composite
+def _row_texts(draw: st.DrawFn) -> str:
+    """Lines from a few templates whose digit slots are a counter (the same value in every slot
+    of that role on a line), a fixed number or a number drawn from a small pool, with words
+    between them: later numbers that repeat, differ from or equal the first, by construction and
+    by chance."""
+    slot = st.one_of(st.sampled_from(_ROW_WORDS), st.sampled_from(["#c", "#f", "#r"]))
+    templates = draw(st.lists(st.lists(slot, min_size=1, max_size=6), min_size=1, max_size=3))
+    pool = draw(st.lists(st.sampled_from(["0", "1", "7", "12", "2024", "007"]), min_size=1,
+                         max_size=4))
+    fixed = draw(st.sampled_from(pool))
+    base = draw(st.integers(0, 20))
+    sep = draw(st.sampled_from([" ", ", ", ": ", "-", ""]))
+    lines = []
+    for k in range(draw(st.integers(8, 40))):
+        t = templates[draw(st.integers(0, len(templates) - 1))] if draw(st.booleans()) \
+            else templates[0]
+        value = {"#c": str(base + k // draw(st.sampled_from([1, 1, 2]))), "#f": fixed}
+        parts = [value.get(p) or (draw(st.sampled_from(pool)) if p == "#r" else p) for p in t]
+        lines.append(sep.join(parts))
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_row_texts(), seed=st.integers(0, 2**32 - 1),
+       near_block=st.builds(lambda per, rep: cc.BlockRepeat("b", near=True, max_period=per,
+                                                            min_repeats=rep, min_chars=20),
+                            st.integers(1, 4), st.integers(2, 4)),
+       segrep=st.builds(lambda w, top: cc.SegmentRepeat("s", window=w, top=top, min_count=w,
+                                                        min_letters=0, every_bytes=16),
+                        st.integers(3, 10), st.integers(1, 3)))
+def test_numeric_segments_native_equals_reference(text, seed, near_block, segrep) -> None:  # type: ignore[no-untyped-def]
+    rules = [near_block, segrep]
+    events = [("text", p) for p in pieces(text, random.Random(seed))]
+    native = feed_all(cc.Ruleset(rules).watcher(), events)
+    assert native == feed_all(reference.Ruleset(rules).watcher(), events)
+    whole = feed_all(cc.Ruleset(rules).watcher(), [("text", text)])
+    assert native == whole
