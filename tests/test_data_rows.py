@@ -13,7 +13,7 @@ import contextcare as cc
 from contextcare import reference
 from contextcare.presets import DEFAULT_OPTIONS, default_rules
 
-NEAR_RULES = {"near-lines", "near-cycle", "near-repeat", "near-repeat-long", "near-recurring"}
+NEAR_RULES = {"near-lines", "near-flip", "near-cycle", "near-repeat", "near-repeat-long", "near-recurring"}
 
 
 def _engines() -> list:  # type: ignore[type-arg]
@@ -159,3 +159,25 @@ def test_numeric_segments_native_equals_reference(text, seed, near_block, segrep
     assert native == feed_all(reference.Ruleset(rules).watcher(), events)
     whole = feed_all(cc.Ruleset(rules).watcher(), [("text", text)])
     assert native == whole
+
+
+# ---- answer keys: a counter and one short word of two ------------------------------------------
+
+@pytest.mark.parametrize("words", [("True", "False"), ("Pass", "Fail"), ("Correct", "Wrong"),
+                                   ("passed", "failed")])
+def test_an_answer_key_is_not_a_flip(words: tuple[str, str]) -> None:
+    rng = random.Random("".join(words))
+    text = "Answers:\n\n" + "".join(f"{i}. {rng.choice(words)}\n" for i in range(1, 51))
+    for rs in _engines():
+        assert not [f for f in _found(rs, text) if f[1] == "abort"], type(rs).__module__
+
+
+def test_a_sentence_flipping_one_word_still_stops() -> None:
+    rng = random.Random(3)
+    text = "Checking.\n" + "".join(
+        f"Let me check the {rng.choice(['caller', 'callee'])} again, it looks wrong.\n"
+        for _ in range(30))
+    for rs in _engines():
+        # (three equal lines in a row may stop it earlier, through block-repeat)
+        aborts = [f for f in _found(rs, text) if f[1] == "abort"]
+        assert "near-flip" in {f[0] for f in aborts}, (type(rs).__module__, aborts)
