@@ -226,7 +226,8 @@ int eng_detect_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t c
 
 int eng_detect_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                               const cc_rule_spec *r, eng_finding *f, uint64_t *seen) {
-    cc_segrep_params p = {r->window, r->top, r->min_count, r->min_letters, r->fences};
+    cc_segrep_params p = {r->window, r->top, r->min_count, r->min_letters, r->fences,
+                          r->top_letters};
     uint32_t covered, n, need = 1;
     int found = cc_segment_repeat(s, ring, chars, &p, &covered, f->cps, &n, &need);
     /* no hit before `need` more segments: the checks until then are skipped */

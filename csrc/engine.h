@@ -126,6 +126,8 @@ typedef struct cc_rule_spec {
     /* CC_K_SEGMENT_REPEAT (also top, min_count, min_letters above) */
     uint32_t window;          /* segments, [1, CC_MAX_BLOCK_SEGMENTS] */
     int fences;               /* SEGMENT_REPEAT: count the segments inside code fences */
+    uint32_t top_letters;     /* SEGMENT_REPEAT: letters of the longest top skeleton,
+                                 [0, CC_MAX_COUNT] */
     /* CC_K_WORD_REPEAT (also max_period, min_repeats, min_chars above: max_period in
      * [1, CC_MAX_WORD_PERIOD], max_period x min_repeats <= CC_MAX_WORD_TAIL) */
     uint32_t min_words;       /* lexical words in the unit, [0, CC_MAX_WORD_PERIOD] */

@@ -132,6 +132,7 @@ static int check_rule_spec(const cc_rule_spec *r, long long i, cc_compile_error 
         CHECK_RANGE(r->top, "top", 1, CC_MAX_CYCLE_TOP);
         CHECK_RANGE(r->min_count, "min_count", 1, r->window);
         CHECK_MAX(r->min_letters, "min_letters", CC_MAX_COUNT);
+        CHECK_MAX(r->top_letters, "top_letters", CC_MAX_COUNT);
         break;
     default: break;
     }

@@ -694,7 +694,7 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
     }
     /* the `top` largest counts; ties: the most recent occurrence (groups are in that order) */
     uint64_t sum = 0;
-    uint32_t best_first = 0;
+    uint32_t best_first = 0, longest = 0;
     for (uint32_t t = 0; possible && t < top && t < nd; t++) {
         uint32_t b = t;
         for (uint32_t j = t + 1; j < nd; j++)
@@ -711,6 +711,9 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         first[t] = cf;
         if (t == 0) best_first = cf;
         sum += ck;
+        /* (the segments of one group share their skeleton, so their letters) */
+        uint32_t at = sidx(s, cf), letters = (uint32_t)s->sletters[at] << (s->swide[at] & SEG_WIDE);
+        if (letters > longest) longest = letters;
     }
     if (keys != stack_keys) free(keys);
     if (!possible) return 0;
@@ -719,6 +722,7 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         *need = p->min_count - (uint32_t)sum;
         return 0;
     }
+    if (longest < p->top_letters) return 0; /* short labels only: an answer key, not a flip */
     *covered = (uint32_t)sum;
     *line_chars = 0;
     /* the quote: the newest segment of the most frequent skeleton, from its start */

@@ -169,6 +169,7 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
 typedef struct cc_segrep_params {
     uint32_t window, top, min_count, min_letters;
     int fences; /* 0: segments inside code fences stay uncovered */
+    uint32_t top_letters; /* one of the top skeletons must hold this many letters (CJK twice) */
 } cc_segrep_params;
 
 /* SegmentRepeat over the last `window` kept segments: 1 when the `top` most frequent skeletons

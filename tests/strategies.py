@@ -149,7 +149,7 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
         st.integers(1, 12).flatmap(lambda n: st.builds(
             SegmentRepeat, st.just(rid), window=st.just(n), top=st.integers(1, 4),
             min_count=st.integers(1, n), min_letters=st.integers(0, 6), fences=st.booleans(),
-            every_bytes=_EVERY, **common)),
+            top_letters=st.sampled_from([0, 0, 4, 8, 20]), every_bytes=_EVERY, **common)),
         st.integers(3, 12).flatmap(lambda n: st.builds(
             VocabCollapse, st.just(rid), words=st.just(n), max_distinct=st.integers(1, n - 1),
             one_line=st.booleans(), every_bytes=_EVERY, **common)),

@@ -313,6 +313,8 @@ def test_segment_repeat_evidence_and_its_sentences() -> None:
     ({"window": 8, "min_count": 9}, "min_count"),
     ({"min_count": 0}, "min_count"),
     ({"min_letters": -1}, "min_letters"),
+    ({"top_letters": -1}, "top_letters"),
+    ({"top_letters": 2**40}, "top_letters"),
     ({"every_bytes": 5000}, "every_bytes"),
 ])
 def test_segment_repeat_bad_parameters_name_the_field(kwargs: dict, field: str) -> None:
@@ -325,13 +327,25 @@ def test_segment_repeat_bad_types_name_the_field() -> None:
         cc.SegmentRepeat("s", window="16")  # type: ignore[arg-type]
     with pytest.raises(RuleTypeError, match="top"):
         cc.SegmentRepeat("s", top=1.5)  # type: ignore[arg-type]
+    with pytest.raises(RuleTypeError, match="top_letters"):
+        cc.SegmentRepeat("s", top_letters="8")  # type: ignore[arg-type]
 
 
 def test_segment_repeat_from_toml() -> None:
     from contextcare.tomlrules import loads_rules
     rules, _ = loads_rules('[[rules]]\ntype = "SegmentRepeat"\nid = "n"\nwindow = 8\n'
-                           'top = 1\nmin_count = 6\n')
-    assert rules == [cc.SegmentRepeat("n", window=8, top=1, min_count=6)]
+                           'top = 1\nmin_count = 6\ntop_letters = 8\n')
+    assert rules == [cc.SegmentRepeat("n", window=8, top=1, min_count=6, top_letters=8)]
+
+
+def test_top_letters_keeps_two_short_labels_quiet_but_not_a_line_and_a_short_one(
+        engine: ModuleType) -> None:
+    rule = cc.SegmentRepeat("s", window=8, top=2, min_count=8, top_letters=8, every_bytes=16)
+    rs = engine.Ruleset([rule])
+    key = "".join(f"{i}. {'True' if i % 3 else 'False'}\n" for i in range(1, 40))
+    assert [d for d in rs.replay(key, list(range(1, len(key) + 1)))] == []
+    loop = "".join(f"Error at line {i}.\nRetry.\n" for i in range(1, 20))
+    assert [d.rule for d in rs.replay(loop, list(range(1, len(loop) + 1)))] == ["s"]
 
 
 # --------------------------------------------------------------------------- StructureFlood

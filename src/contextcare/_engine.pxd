@@ -67,6 +67,7 @@ cdef extern from "engine.h" nogil:
         uint32_t min_letters, words, max_distinct, window, min_words
         uint32_t fence_letters
         int fences
+        uint32_t top_letters
 
     ctypedef struct cc_compile_error:
         int status

@@ -153,6 +153,7 @@ cdef int _fill_spec(cc_rule_spec *s, dict spec, list keep) except -1:
     s.window = spec.get("window", 0)
     s.fence_letters = spec.get("fence_letters", 0)
     s.fences = spec.get("fences", True)
+    s.top_letters = spec.get("top_letters", 0)
     s.min_words = spec.get("min_words", 0)
     if spec.get("fillers"):
         points = _code_points(spec["fillers"], keep)

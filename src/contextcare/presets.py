@@ -46,9 +46,9 @@ def default_rules() -> list[Rule]:
     changed; 300 letters inside fences), ``vocab-collapse``
     (80 words with at most 8 distinct ones, outside code fences), ``vocab-collapse-line`` (the
     same over 32 words all on the current line), ``near-lines`` (the last 12
-    lines or sentences on one skeleton: a counter), ``near-flip`` (on at most 2 skeletons of 8
-    letters or more: a word flipping between two values in a sentence; an answer key of
-    ``12. True`` / ``13. False`` is data)
+    lines or sentences on one skeleton: a counter), ``near-flip`` (on at most 2 skeletons, one
+    of them 8 letters or more: a word flipping in a sentence, a line and a short one alternating;
+    an answer key of ``12. True`` / ``13. False`` is data)
     and ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter). The
     near-variant rules (skeletons) do not look inside code fences: tables, enum members and
     generated cases repeat with only their numbers changed on purpose.
@@ -76,7 +76,7 @@ def default_rules() -> list[Rule]:
         VocabCollapse("vocab-collapse"),
         VocabCollapse("vocab-collapse-line", words=32, one_line=True, every_bytes=128),
         SegmentRepeat("near-lines", window=12, top=1, min_count=12, every_bytes=256, fences=False),
-        SegmentRepeat("near-flip", window=12, top=2, min_count=12, min_letters=8, every_bytes=256,
+        SegmentRepeat("near-flip", window=12, top=2, min_count=12, top_letters=8, every_bytes=256,
                       fences=False),
         SegmentRepeat("near-cycle", window=60, top=6, min_count=60, every_bytes=256, fences=False),
         BlockRepeat("near-repeat", near=True, max_period=64, min_repeats=4, min_chars=200,

@@ -1063,8 +1063,12 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     covered = sum(counts[sk] for sk in ranked[:rule.top])
     if covered < rule.min_count:
         return None
-    k = newest[ranked[0]]
     rev = list(reversed(last))
+    # one of the top skeletons must be long enough: short labels flipping are an answer key
+    if max(rev[newest[sk]].letters << rev[newest[sk]].wide
+           for sk in ranked[:rule.top]) < rule.top_letters:
+        return None
+    k = newest[ranked[0]]
     back = view.tail_gap + sum(s.gap for s in rev[:k]) + rev[k].raw
     text = _quote(view, back)
     line = text[:rev[k].raw].strip()[:EVIDENCE_LINE_CHARS] if text is not None else ""

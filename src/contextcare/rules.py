@@ -697,7 +697,10 @@ class SegmentRepeat(Rule):
     -> one space), so ``Retrying (attempt 7).`` / ``(attempt 8).`` are one skeleton, and a line
     whose changing word takes a few values (``has`` / ``had``), a numbered list of a few names
     cycling or a retry line with other lines between all leave few skeletons covering many
-    segments. A numeric segment (a data row, see BlockRepeat) is grouped by its skeleton and its
+    segments. With ``top_letters``, one of the ``top`` skeletons must also hold that many letters
+    (CJK twice): an answer key of ``12. True`` / ``13. False`` flips two short labels, a loop
+    flips a word in a sentence or alternates a line with a short one. A numeric segment (a data
+    row, see BlockRepeat) is grouped by its skeleton and its
     numbers after the first, so the rows of a price list or a forecast stay apart. Segments with
     fewer than ``min_letters`` letters (word characters other than ASCII
     digits; twice as many when the first letter is kana, CJK or Hangul) never count, so ``| row # | # |``, ``# x # = #`` or a
@@ -714,7 +717,7 @@ class SegmentRepeat(Rule):
     windowed: ClassVar[bool] = True
     evidence: ClassVar[tuple[str, ...]] = ("line", "count", "total")
     engine_fields: ClassVar[tuple[str, ...]] = (
-        "every_bytes", "window", "top", "min_count", "min_letters", "fences")
+        "every_bytes", "window", "top", "min_count", "min_letters", "fences", "top_letters")
     topic: ClassVar[str] = "loop"
 
     id: str
@@ -724,6 +727,7 @@ class SegmentRepeat(Rule):
     min_count: int = 16
     min_letters: int = 4
     fences: bool = True
+    top_letters: int = 0
     every_bytes: int = 128
     channel: str = "combined"
     action: str = "abort"
@@ -736,6 +740,7 @@ class SegmentRepeat(Rule):
         _int(self, "min_count", 1, self.window)
         _int(self, "min_letters", 0, _MAX_COUNT)
         _bool(self, "fences")
+        _int(self, "top_letters", 0, _MAX_COUNT)
         _int(self, "every_bytes", 1, MAX_SEGMENT_EVERY_BYTES)
 
 
