@@ -52,8 +52,8 @@ cc_segscan *cc_segscan_new(uint32_t scap, uint32_t wcap, int mask_fences) {
         s->swide = malloc(scap);
         s->fpe = malloc(2 * (size_t)scap);
         s->fps = malloc(2 * (size_t)scap);
-        if (!s->sexact || !s->sskel || !s->snum || !s->sgap || !s->sraw || !s->sletters || !s->swide ||
-            !s->fpe || !s->fps)
+        if (!s->sexact || !s->sskel || !s->snum || !s->sgap || !s->sraw || !s->sletters ||
+            !s->swide || !s->fpe || !s->fps)
             goto oom;
     }
     if (wcap) {
@@ -106,8 +106,8 @@ cc_segscan *cc_segscan_copy(const cc_segscan *s) {
     c->fps = dup(s->fps, 2 * (size_t)s->scap);
     c->words = dup(s->words, s->wcap * sizeof *s->words);
     c->tail = s->tail ? cc_wordtail_copy(s->tail) : NULL;
-    if ((s->scap && (!c->sexact || !c->sskel || !c->snum || !c->sgap || !c->sraw || !c->sletters ||
-                     !c->swide || !c->fpe || !c->fps)) ||
+    if ((s->scap && (!c->sexact || !c->sskel || !c->snum || !c->sgap || !c->sraw ||
+                     !c->sletters || !c->swide || !c->fpe || !c->fps)) ||
         (s->wcap && !c->words) || (s->tail && !c->tail)) {
         cc_segscan_free(c);
         return NULL;
@@ -139,9 +139,8 @@ static void end_segment(cc_segscan *s) {
         uint32_t i = s->spos;
         s->sexact[i] = s->he_commit;
         s->sskel[i] = s->hs;
-        /* numeric (a data row): two digit runs or more, fewer than CC_NUMERIC_LETTERS letters
-         * per run; near rules then also compare its later numbers */
-        s->snum[i] = s->runs >= 3 || (s->runs == 2 && s->letters < 2 * CC_NUMERIC_LETTERS)
+        /* numeric (a data row): near rules then also compare its later numbers */
+        s->snum[i] = s->runs >= 3 || (s->runs == 2 && s->letters < CC_NUMERIC_TWO_RUN_LETTERS)
                          ? (uint16_t)((s->hn ^ (s->hn >> 16)) | 1u)
                          : 0;
         s->sgap[i] = sat16(s->tail_gap);
@@ -712,7 +711,8 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         if (t == 0) best_first = cf;
         sum += ck;
         /* (the segments of one group share their skeleton, so their letters) */
-        uint32_t at = sidx(s, cf), letters = (uint32_t)s->sletters[at] << (s->swide[at] & SEG_WIDE);
+        uint32_t at = sidx(s, cf);
+        uint32_t letters = (uint32_t)s->sletters[at] << (s->swide[at] & SEG_WIDE);
         if (letters > longest) longest = letters;
     }
     if (keys != stack_keys) free(keys);

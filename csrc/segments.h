@@ -18,9 +18,9 @@
 
 #define CC_QUOTE_CHARS 1024
 
-/* A segment with two digit runs or more is numeric (a data row) when it holds fewer letters
- * than this per run (docs/semantics.md). */
-#define CC_NUMERIC_LETTERS 8
+/* A segment is numeric (a data row) with three digit runs or more, or with two and fewer
+ * letters than this (docs/semantics.md). */
+#define CC_NUMERIC_TWO_RUN_LETTERS 16
 
 /* The segment and word hashes: 32-bit FNV-1a steps over code points. */
 #define CC_H32_OFFSET 2166136261u

@@ -127,16 +127,16 @@ def _letters(stripped: str) -> int:
 
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
-#: A segment is *numeric* when it holds two runs of ASCII digits or more and fewer than this many
-#: letters per run: its numbers are its content (a data row).
-NUMERIC_LETTERS_PER_RUN = 8
+#: A segment is *numeric* (a data row: its numbers are its content) when it holds three runs of
+#: ASCII digits or more, or two and fewer letters than this.
+NUMERIC_TWO_RUN_LETTERS = 16
 
 
 def _numbers(stripped: str, letters: int) -> str | None:
     """A numeric segment's digit runs after its first that differ from it, joined by ``,``; None
     when the segment is not numeric."""
     runs = _DIGIT_RUN.findall(stripped)
-    if len(runs) < 2 or (len(runs) == 2 and letters >= 2 * NUMERIC_LETTERS_PER_RUN):
+    if len(runs) < 2 or (len(runs) == 2 and letters >= NUMERIC_TWO_RUN_LETTERS):
         return None
     # a run that repeats the first (a counter written twice, `TypeORM10 | TypeORM10`) is left out
     return ",".join(r for r in runs[1:] if r != runs[0])
