@@ -591,7 +591,6 @@ def legit_lyrics_line(rng: random.Random) -> str:
     return "The lyrics: " + " ".join(out) + "\n"
 
 
-
 def legit_data_rows(rng: random.Random) -> str:
     """Rows from one template, outside any fence, whose numbers are the content: prices of one
     ticker, metrics per epoch, an hourly forecast, CVE and release lists, orders, timed log lines
@@ -618,6 +617,7 @@ def legit_data_rows(rng: random.Random) -> str:
     ]
     t = rng.choice(templates)
     return "Here are the results:\n\n" + "".join(t(i) + "\n" for i in range(rng.randint(20, 60)))
+
 
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,

@@ -54,7 +54,8 @@ def test_the_same_table_outside_a_fence_is_a_near_variant_loop() -> None:
     text = "Here are the values.\n\n" + LEGIT_CODE["key map"]
     for rs in _engines():
         rules = {rule for rule, _ in _aborts(rs, text)}
-        assert rules & {"near-lines", "near-flip", "near-cycle", "near-repeat-long"}, type(rs).__module__
+        near = {"near-lines", "near-flip", "near-cycle", "near-repeat-long"}
+        assert rules & near, type(rs).__module__
 
 
 def test_a_numeric_table_is_data_inside_or_outside_a_fence() -> None:
