@@ -619,6 +619,25 @@ def legit_data_rows(rng: random.Random) -> str:
     return "Here are the results:\n\n" + "".join(t(i) + "\n" for i in range(rng.randint(20, 60)))
 
 
+def legit_traceback(rng: random.Random) -> str:
+    """A runaway recursion explained: prose, the traceback in a fence (CPython shows the
+    repeated frame three times, then ``[Previous line repeated N more times]``), the fix."""
+    func = rng.choice(["factorial", "fib", "walk", "flatten", "count_down", "visit_node"])
+    path = rng.choice(["main.py", "app/tree.py", "/home/dev/project/src/utils/recursion.py",
+                       "C:\\Users\\dev\\solver.py"])
+    call = rng.choice([f"return n * {func}(n - 1)", f"return {func}(n - 1) + {func}(n - 2)",
+                       f"return [{func}(child) for child in node.children]",
+                       f"{func}(items[1:], depth + 1)"])
+    line = rng.randint(2, 80)
+    frame = f'  File "{path}", line {line}, in {func}\n    {call}\n'
+    return (prose(rng, rng.randint(150, 400)) + "\n\n```\nTraceback (most recent call last):\n"
+            f'  File "{path}", line {line + rng.randint(3, 30)}, in <module>\n'
+            f"    print({func}(10))\n" + frame * 3
+            + f"  [Previous line repeated {rng.randint(900, 996)} more times]\n"
+            "RecursionError: maximum recursion depth exceeded\n```\n\n"
+            + prose(rng, rng.randint(200, 500)) + "\n")
+
+
 LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "counting": legit_counting,
     "md-table": legit_md_table,
@@ -649,6 +668,7 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "draws": legit_draws,
     "lyrics-line": legit_lyrics_line,
     "data-rows": legit_data_rows,
+    "traceback": legit_traceback,
 }
 
 

@@ -171,13 +171,16 @@ static uint32_t readable_unit(const cc_ring *ring, uint32_t p, uint32_t *out) {
 #undef UNIT_AT
 }
 
-int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
+int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, int fenced, const cc_rule_spec *r,
                            eng_finding *f) {
     if (!ring->lo) return 0;
     cc_tail_params p = {r->max_period, r->min_repeats, r->min_chars, r->window_chars};
     cc_tail_result res;
     int found = cc_tail_repeat(ring, avail, &p, &res);
     if (found <= 0) return found;
+    /* inside a code fence a unit of lines is BlockRepeat's (with its fence conditions) */
+    for (uint32_t j = 0; fenced && j < res.period; j++)
+        if (cc_ring_back(ring, j) == '\n') return 0;
     f->period = res.period;
     f->repeats = res.repeats;
     f->ncps = readable_unit(ring, res.period, f->cps);
@@ -409,10 +412,12 @@ void eng_check_rule(cc_watcher *w, uint32_t ri, view *v, uint64_t pos) {
     case CC_K_FILLER_LINES: found = eng_detect_filler_lines(v->win, r, &f); break;
     case CC_K_PREFIX_MONOTONY: found = eng_detect_prefix_monotony(v->win, r, &f); break;
     case CC_K_TAIL_REPEAT: {
-        /* inside code fences too: masking hides code from the line rules only */
+        /* inside code fences too (masking hides code from the line rules), but there a unit
+         * of lines is left to BlockRepeat: the view tracks fences for it (ruleset.c) */
         uint64_t avail = v->chars - v->barrier;
         if (avail > v->ring.cap) avail = v->ring.cap;
-        found = eng_detect_tail_repeat(&v->ring, (uint32_t)avail, r, &f);
+        int fenced = w->rs->opt.mask_fences && v->fence_inside;
+        found = eng_detect_tail_repeat(&v->ring, (uint32_t)avail, fenced, r, &f);
         break;
     }
     case CC_K_STRUCTURE_FLOOD: {

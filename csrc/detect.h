@@ -29,8 +29,9 @@ int eng_detect_line_repeat(const cc_window *win, const cc_rule_spec *r, eng_find
 int eng_detect_line_cycle(const cc_window *win, const cc_rule_spec *r, eng_finding *f);
 int eng_detect_filler_lines(const cc_window *win, const cc_rule_spec *r, eng_finding *f);
 int eng_detect_prefix_monotony(const cc_window *win, const cc_rule_spec *r, eng_finding *f);
-/* The last `avail` code points of the ring (already clamped to what may be looked at). */
-int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, const cc_rule_spec *r,
+/* The last `avail` code points of the ring (already clamped to what may be looked at);
+ * `fenced`: the view is inside a code fence (masking on), where a unit of lines does not count. */
+int eng_detect_tail_repeat(const cc_ring *ring, uint32_t avail, int fenced, const cc_rule_spec *r,
                            eng_finding *f);
 /* Over a view's segments / words (the scanner brought up to date); quotes come from the ring,
  * which has seen `chars` code points. */

@@ -243,9 +243,9 @@ static void group_windowed(const cc_ruleset *rs, viewplan *vp) {
 
 /* What a windowed rule asks of its view. */
 static void plan_windowed(viewplan *vp, const cc_rule_spec *r, const cc_options *opt) {
-    (void)opt;
     if (r->kind == CC_K_TAIL_REPEAT) {
         if (r->window_chars > vp->ring_cap) vp->ring_cap = r->window_chars;
+        if (opt->mask_fences) vp->builder = 1; /* its check asks whether a fence is open */
         return;
     }
     if (r->kind == CC_K_STRUCTURE_FLOOD) {

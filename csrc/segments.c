@@ -530,6 +530,11 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
             }
             if (run_letters < p->fence_letters) return 0;
         }
+        /* inside a code fence a short unit needs one copy more: a runaway recursion's
+         * traceback shows its two-line frame three times */
+        if (fenced && per >= 2 && per <= CC_FENCE_SHORT_UNIT &&
+            (uint64_t)length < (uint64_t)(p->min_repeats + 1) * per)
+            return 0;
         uint32_t total = 0;
         for (uint32_t k = 0; k < per; k++) total += s->sgap[sidx(s, k)];
         /* the unit's first segment: aligned to the start of the run, in the last copy

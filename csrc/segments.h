@@ -22,6 +22,10 @@
  * letters than this (docs/semantics.md). */
 #define CC_NUMERIC_TWO_RUN_LETTERS 16
 
+/* Inside a code fence, a BlockRepeat unit of two segments up to this many needs one copy more
+ * than min_repeats (docs/semantics.md). */
+#define CC_FENCE_SHORT_UNIT 3
+
 /* The segment and word hashes: 32-bit FNV-1a steps over code points. */
 #define CC_H32_OFFSET 2166136261u
 #define CC_H32_PRIME 16777619u

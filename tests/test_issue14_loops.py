@@ -182,6 +182,68 @@ def test_loops_inside_fences_are_stopped(engine: ModuleType, loop: str) -> None:
     assert _aborts(_run(engine, PROSE + loop))
 
 
+def _traceback(path: str, func: str, call: str, copies: int) -> str:
+    frame = f'  File "{path}", line 12, in {func}\n    {call}\n'
+    return ("Traceback (most recent call last):\n"
+            f'  File "{path}", line 40, in <module>\n    main()\n' + frame * copies)
+
+
+@pytest.mark.parametrize(("path", "func", "call"), [
+    ("main.py", "factorial", "return n * factorial(n - 1)"),
+    ("/home/dev/project/app/services/tree.py", "walk_children",
+     "return [self.walk_children(child) for child in node.children]"),
+    ("C:\\work\\fib.py", "fib", "return fib(n - 1) + fib(n - 2)"),
+])
+def test_a_fenced_traceback_of_a_runaway_recursion_is_not_aborted(
+        engine: ModuleType, path: str, func: str, call: str) -> None:
+    # CPython prints a repeated frame three times, then "[Previous line repeated N more times]"
+    tb = _traceback(path, func, call, 3)
+    text = (PROSE + "Running it gives:\n\n```\n" + tb + "  [Previous line repeated 996 more "
+            "times]\nRecursionError: maximum recursion depth exceeded\n```\n\n"
+            "The base case is missing: return 1 when n <= 1.\n")
+    assert _aborts(_run(engine, text)) == []
+
+
+@pytest.mark.parametrize("unit", [
+    '  File "main.py", line 12, in factorial\n    return n * factorial(n - 1)\n',
+    "    total += item.price\n    log.info('running total %s', total)\n    count += 1\n",
+])
+def test_a_short_fenced_unit_is_stopped_at_its_fourth_copy(engine: ModuleType, unit: str) -> None:
+    # inside a fence a unit of two or three lines needs one copy more; outside, three copies stop
+    def first_abort(text: str) -> int | None:
+        found = [d for d in _aborts(_run(engine, text)) if d.rule == "block-repeat"]
+        return found[0].offset if found else None
+
+    fenced = PROSE + "```python\n"
+    assert first_abort(fenced + unit * 3) is None
+    at = first_abort(fenced + unit * 4)
+    assert at is not None and len(fenced + unit * 3) < at <= len(fenced + unit * 4)
+    at = first_abort(PROSE + unit * 3)
+    assert at is not None and at <= len(PROSE + unit * 3)
+    # a one-line unit keeps fence_letters as its only extra condition
+    line = "    # Run the tests on every push to the main branch\n"
+    assert first_abort(fenced + line * 3) is not None
+
+
+@pytest.mark.parametrize("split", [1, 3, 1000])
+def test_tail_repeat_leaves_a_unit_of_lines_in_a_fence_to_block_repeat(
+        engine: ModuleType, split: int) -> None:
+    def fired(text: str, mask: bool = True) -> bool:
+        rs = engine.Ruleset([cc.TailRepeat("t")], mask_code_fences=mask)
+        w = rs.watcher()
+        out = [d for i in range(0, len(text), split) for d in w.feed(text[i:i + split])]
+        return bool(out + list(w.finish()))
+
+    lines = "  File \"app.py\", line 3, in f\n    return f(n)\n" * 12
+    assert not fired(PROSE + "```\n" + lines)
+    assert fired(PROSE + "```\n" + lines, mask=False)
+    assert fired(PROSE + lines)
+    # a flood without newlines is still a loop inside a fence, and after the fence closes
+    # a unit of lines is one again
+    assert fired(PROSE + "```python\nx = " + "1" * 970)
+    assert fired(PROSE + "```\nprint(1)\n```\n" + lines)
+
+
 def test_an_ascii_table_with_a_border_after_every_row_is_not_aborted(engine: ModuleType) -> None:
     border = "+------+------------+"
     rows = [border] + [f"| {k:<4} | {k * 37 % 1000:<10} |\n{border}" for k in range(80)]

@@ -131,6 +131,10 @@ _DIGIT_RUN = re.compile(r"[0-9]+")
 #: ASCII digits or more, or two and fewer letters than this.
 NUMERIC_TWO_RUN_LETTERS = 16
 
+#: Inside a code fence, a BlockRepeat unit of two segments up to this many needs one copy more
+#: than ``min_repeats``.
+FENCE_SHORT_UNIT = 3
+
 
 def _numbers(stripped: str, letters: int) -> str | None:
     """A numeric segment's digit runs after its first that differ from it, joined by ``,``; None
@@ -218,7 +222,7 @@ def _plan_view(name: str, rules: tuple[Rule, ...]) -> _ViewPlan:
         if rule.windowed:
             windowed.append(index)
             reads = _DETECTORS[rule.detector][1]
-            if reads == "tail":
+            if reads in ("tail", "tail+fence"):
                 recent = max(recent, rule.min_chars if isinstance(rule, StructureFlood)
                              else rule.window_chars)  # type: ignore[attr-defined]
             elif reads == "segments":
@@ -781,6 +785,9 @@ class Watcher:
         check, reads = _DETECTORS[rule.detector]
         if reads == "tail":
             evidence = check(rule, view.recent)
+        elif reads == "tail+fence":
+            fenced = self._ruleset._options.mask_code_fences and view.inside_fence
+            evidence = check(rule, view.recent, fenced)
         elif reads in ("segments", "words", "word-tail"):
             # checked only when a segment (word) was kept since this rule's previous check
             serial = (view.seg_serial if reads == "segments" else view.word_serial
@@ -965,13 +972,15 @@ def _readable(unit: str) -> str:
     return unit
 
 
-def _tail_repeat(rule: TailRepeat, recent: str) -> dict[str, Any] | None:
+def _tail_repeat(rule: TailRepeat, recent: str, fenced: bool) -> dict[str, Any] | None:
     s = recent[-rule.window_chars:]
     for p in range(1, min(rule.max_period, len(s)) + 1):
         length = _periodic_suffix_len(s, p)
         if length < rule.min_chars or length // p < rule.min_repeats:
             continue
         unit = s[-p:]
+        if fenced and "\n" in unit:
+            return None     # inside a code fence a unit of lines is BlockRepeat's
         if any(_is_word_char(ch) for ch in unit):
             unit = _readable(unit)
             return {"unit": unit[:EVIDENCE_LINE_CHARS], "period": p, "repeats": length // p}
@@ -1029,6 +1038,10 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
             return None
         # in a code fence the run also needs fence_letters letters
         if fenced and sum(s.letters << s.wide for s in segs[n - length:]) < rule.fence_letters:
+            return None
+        # and a short unit one copy more (a runaway recursion's traceback shows its frame
+        # three times)
+        if fenced and 2 <= p <= FENCE_SHORT_UNIT and length < (rule.min_repeats + 1) * p:
             return None
         chars = sum(s.gap for s in unit)
         start = n - length
@@ -1145,7 +1158,8 @@ def _word_repeat(rule: WordRepeat, view: _ViewState) -> dict[str, Any] | None:
 
 
 #: The windowed detectors by ``Rule.detector``: the check and what it reads, ``"window"`` (the
-#: lines of the view's window), ``"tail"`` (the text since the barrier, ``recent``),
+#: lines of the view's window), ``"tail"`` (the text since the barrier, ``recent``; with
+#: ``"tail+fence"`` also whether the view is inside a code fence, with masking on),
 #: ``"segments"``, ``"words"`` or ``"word-tail"`` (the view's state: its kept segments, words
 #: or word tail).
 _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] = {
@@ -1153,7 +1167,7 @@ _DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] =
     "line-cycle": (_line_cycle, "window"),
     "filler-lines": (_filler_lines, "window"),
     "prefix-monotony": (_prefix_monotony, "window"),
-    "tail-repeat": (_tail_repeat, "tail"),
+    "tail-repeat": (_tail_repeat, "tail+fence"),
     "block-repeat": (_block_repeat, "segments"),
     "vocab-collapse": (_vocab_collapse, "words"),
     "segment-repeat": (_segment_repeat, "segments"),

@@ -500,8 +500,10 @@ class TailRepeat(Rule):
     view). Fires for the shortest period ``p <= max_period`` such that the tail is periodic with
     period ``p`` over at least ``min_chars`` characters and ``min_repeats`` whole units, and the
     unit holds a word character (units of only whitespace, punctuation, symbols or box drawing —
-    dividers, table borders — never count). Evidence: ``unit`` (first 40 characters), ``period``
-    and ``repeats`` (whole units inside the checked window).
+    dividers, table borders — never count). With ``mask_code_fences``, inside a code fence a unit
+    that holds a newline is left to BlockRepeat (its fence conditions let a traceback's three
+    repeated frames pass); a flood without newlines still fires there. Evidence: ``unit`` (first
+    40 characters), ``period`` and ``repeats`` (whole units inside the checked window).
     """
 
     kind: ClassVar[str] = "tail-repeat"
@@ -596,7 +598,8 @@ class BlockRepeat(Rule):
     fence) the periodic run must also hold ``fence_letters`` letters (kana, CJK and Hangul count
     twice): code repeats short lines on purpose (an argument list of ``NULL,``, three equal
     asserts, a table of ``"gray30": 239,`` entries), so there a short line needs more copies than
-    a repeated comment or a repeated class.
+    a repeated comment or a repeated class; and there a unit of two or three segments needs
+    ``min_repeats + 1`` copies (a runaway recursion's traceback shows its frame three times).
     Evidence: ``line`` (the first segment of the unit, from its start, 40 characters),
     ``period`` (segments per copy), ``repeats`` (copies in view), ``total`` (characters per copy).
     """

@@ -118,16 +118,27 @@ static void test_tail_repeat(void) {
     eng_finding f = {0};
     r.kind = CC_K_TAIL_REPEAT, r.window_chars = 64, r.max_period = 8, r.min_repeats = 3;
     r.min_chars = 12;
-    CHECK(eng_detect_tail_repeat(&ring, 0, &r, &f) == 0); /* nothing kept yet */
+    CHECK(eng_detect_tail_repeat(&ring, 0, 0, &r, &f) == 0); /* nothing kept yet */
     CHECK(cc_ring_ready(&ring, 64, 0) == 0);
     const char *text = "intro: abcabcabcabcabc";
     uint32_t n = (uint32_t)strlen(text);
     for (uint32_t i = 0; i < n; i++) cc_ring_put(&ring, (unsigned char)text[i]);
-    CHECK(eng_detect_tail_repeat(&ring, n, &r, &f) == 1);
+    CHECK(eng_detect_tail_repeat(&ring, n, 0, &r, &f) == 1);
     CHECK(f.period == 3 && f.repeats == 5 && f.ncps == 3 && f.cps[0] == 'a');
+    CHECK(eng_detect_tail_repeat(&ring, n, 1, &r, &f) == 1); /* no newline in the unit */
     r.min_chars = 20; /* the periodic tail is 15 characters */
-    CHECK(eng_detect_tail_repeat(&ring, n, &r, &f) == 0);
+    CHECK(eng_detect_tail_repeat(&ring, n, 0, &r, &f) == 0);
     cc_ring_free(&ring);
+    /* a unit of lines: inside a fence it is left to BlockRepeat */
+    cc_ring lines = {0};
+    CHECK(cc_ring_ready(&lines, 64, 0) == 0);
+    text = "intro\nab\nab\nab\nab\nab\n";
+    n = (uint32_t)strlen(text);
+    for (uint32_t i = 0; i < n; i++) cc_ring_put(&lines, (unsigned char)text[i]);
+    r.min_chars = 12;
+    CHECK(eng_detect_tail_repeat(&lines, n, 0, &r, &f) == 1 && f.period == 3);
+    CHECK(eng_detect_tail_repeat(&lines, n, 1, &r, &f) == 0);
+    cc_ring_free(&lines);
 }
 
 /* A ring holding `text` (ASCII) and a segment scanner brought up to date over it. */
