@@ -619,6 +619,24 @@ def legit_data_rows(rng: random.Random) -> str:
     return "Here are the results:\n\n" + "".join(t(i) + "\n" for i in range(rng.randint(20, 60)))
 
 
+def legit_identifiers(rng: random.Random) -> str:
+    """A list of identifiers under one short template: links to issues, bug numbers with a
+    numbered title, pull requests to review, tickets (the number is the item, not a counter)."""
+    base = rng.randint(100, 400000)
+    templates: list[Callable[[int], str]] = [
+        lambda i: f"- https://github.com/{rng.choice(NAMES).lower()}/api/issues/"
+                  f"{rng.randint(100, 9999)}",
+        lambda i: f"* https://crbug.com/aomedia/{base + i * rng.randint(2, 300)}",
+        lambda i: f"{base + i * 4 + rng.randint(0, 2)}  FreeBSD support, part {i + 1}",
+        lambda i: f"- [{rng.choice('x ')}] Review pull request #{base + i * rng.randint(2, 40)}",
+        lambda i: f"Closes JIRA-{rng.randint(1000, 99999)}",
+        lambda i: f"- 工单{rng.randint(1000, 9999)}：已关闭",
+    ]
+    t = rng.choice(templates)
+    return ("These are the related items:\n\n" + "".join(t(i) + "\n"
+                                                        for i in range(rng.randint(20, 50))))
+
+
 def legit_traceback(rng: random.Random) -> str:
     """A runaway recursion explained: prose, the traceback in a fence (CPython shows the
     repeated frame three times, then ``[Previous line repeated N more times]``), the fix."""
@@ -669,6 +687,7 @@ LEGIT_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "lyrics-line": legit_lyrics_line,
     "data-rows": legit_data_rows,
     "traceback": legit_traceback,
+    "identifiers": legit_identifiers,
 }
 
 

@@ -26,6 +26,7 @@ static inline int fence_tag(uint32_t cp) {
 static void seg_reset(cc_segscan *s) {
     s->he_all = s->he_commit = s->hs = s->hn = s->hf = s->hr = CC_H32_OFFSET;
     s->raw = s->letters = s->digits = s->runs = 0;
+    s->fval = 0;
     s->has_letter = s->cjk = 0;
     s->started = s->in_digits = s->pend_space = s->prev_end = s->prev_digit = 0;
 }
@@ -125,11 +126,31 @@ static inline uint8_t fingerprint(uint32_t h) { return (uint8_t)(h ^ (h >> 8) ^ 
 /* swide bits */
 #define SEG_WIDE 1u
 #define SEG_FENCED 2u
+#define SEG_JUMP 4u
+#define SEG_NUMBER 8u
 
 /* The digit run before the current one, when it was not the first: into the numbers hash
  * unless it repeats the first run (a counter written twice, `TypeORM10 | TypeORM10`). */
 static inline void later_run(cc_segscan *s) {
     if (s->hr != s->hf) s->hn = h32(s->hn, s->hr);
+}
+
+static inline int num_near(uint64_t a, uint64_t b) { return a <= b + 1 && b <= a + 1; }
+
+/* A short segment (fewer than CC_JUMP_LETTERS letters) with a digit run jumps when its first
+ * run's value is more than 1 away from the first-run values of both of the last two kept
+ * segments that had one (of the one, when only one came before): a list of identifiers (bug
+ * numbers, links), not a counter, which moves by 0 or 1 (two apart: a counter line alternating
+ * with another numbered line). A sentence around a number that wanders is still a loop. */
+static unsigned number_jumps(cc_segscan *s) {
+    if (!s->runs) return 0;
+    int jump = ((uint64_t)s->letters << s->cjk) < CC_JUMP_LETTERS && s->nprev &&
+                    !num_near(s->fval, s->prev_num[0]) &&
+                    (s->nprev < 2 || !num_near(s->fval, s->prev_num[1]));
+    s->prev_num[1] = s->prev_num[0];
+    s->prev_num[0] = s->fval;
+    if (s->nprev < 2) s->nprev++;
+    return SEG_NUMBER | (jump ? SEG_JUMP : 0);
 }
 
 static void end_segment(cc_segscan *s) {
@@ -146,7 +167,7 @@ static void end_segment(cc_segscan *s) {
         s->sgap[i] = sat16(s->tail_gap);
         s->sraw[i] = sat16(s->raw);
         s->sletters[i] = sat16(s->letters);
-        s->swide[i] = (uint8_t)(s->cjk | (s->fence_inside ? SEG_FENCED : 0));
+        s->swide[i] = (uint8_t)(s->cjk | (s->fence_inside ? SEG_FENCED : 0) | number_jumps(s));
         s->spos = i + 1 == s->scap ? 0 : i + 1;
         uint32_t f = s->fpos ? s->fpos - 1 : s->scap - 1;
         s->fpe[f] = s->fpe[f + s->scap] = fingerprint(s->he_commit);
@@ -268,8 +289,15 @@ SCAN_INLINE void step(cc_segscan *s, uint32_t cp, uint64_t index, int mask_fence
                     s->runs++;
                     s->hr = CC_H32_OFFSET;
                 }
-                if (s->runs > 1) s->hr = h32(s->hr, cp);
-                else s->hf = h32(s->hf, cp);
+                if (s->runs > 1) {
+                    s->hr = h32(s->hr, cp);
+                } else {
+                    s->hf = h32(s->hf, cp);
+                    if (s->fval < CC_NUM_SAT) {
+                        s->fval = s->fval * 10 + (cp - '0');
+                        if (s->fval > CC_NUM_SAT) s->fval = CC_NUM_SAT;
+                    }
+                }
                 s->in_digits = 1;
                 s->digits++;
             } else {
@@ -503,6 +531,17 @@ int cc_block_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
                 if (num[sidx(s, i)] != num[sidx(s, i + per)]) break;
             if (i < span) continue;
         }
+        /* near: copies whose numbers jump (half of the numbered segments or more) are a list
+         * of identifiers; a counter's line never jumps (the smallest period decides) */
+        if (p->near) {
+            uint32_t numbered = 0, jumps = 0;
+            for (uint32_t k = 0; k < span + per; k++) {
+                unsigned b = s->swide[sidx(s, k)];
+                numbered += (b & SEG_NUMBER) != 0;
+                jumps += (b & SEG_JUMP) != 0;
+            }
+            if (numbered && 2 * jumps >= numbered) return 0;
+        }
         uint32_t letters = 0;
         for (uint32_t k = 0; k < per; k++) letters += s->sletters[sidx(s, k)];
         /* the smallest period with min_repeats copies decides (a larger one would repeat the
@@ -641,7 +680,7 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
         for (uint32_t k = 0; k < w; k++) {
                 uint32_t i = sidx(s, k);
             if (((uint32_t)s->sletters[i] << (s->swide[i] & SEG_WIDE)) < p->min_letters ||
-                (!p->fences && (s->swide[i] & SEG_FENCED)))
+                (!p->fences && (s->swide[i] & SEG_FENCED)) || (s->swide[i] & SEG_JUMP))
                 continue;
             uint32_t c = ++hist[fp[k]];
             if (c > most) most = c;
@@ -669,7 +708,7 @@ int cc_segment_repeat(const cc_segscan *s, const cc_ring *ring, uint64_t chars,
     for (uint32_t k = 0; k < w; k++) {
         uint32_t i = sidx(s, k);
         if (((uint32_t)s->sletters[i] << (s->swide[i] & SEG_WIDE)) < p->min_letters ||
-            (!p->fences && (s->swide[i] & SEG_FENCED))) {
+            (!p->fences && (s->swide[i] & SEG_FENCED)) || (s->swide[i] & SEG_JUMP)) {
             if (++excluded > slack) {
                 /* the newest k + 1 segments already leave too many uncovered, and they stay in
                  * the window for the next w - k - 1 segments */

@@ -26,6 +26,11 @@
  * than min_repeats (docs/semantics.md). */
 #define CC_FENCE_SHORT_UNIT 3
 
+/* A segment's first digit run is read as a number up to this (larger ones are this). */
+#define CC_NUM_SAT 1000000000000000000ULL
+/* Only a segment with fewer letters than this (CJK counting twice) may jump (segments.c). */
+#define CC_JUMP_LETTERS 32
+
 /* The segment and word hashes: 32-bit FNV-1a steps over code points. */
 #define CC_H32_OFFSET 2166136261u
 #define CC_H32_PRIME 16777619u
@@ -44,6 +49,10 @@ typedef struct cc_segscan {
     /* runs of ASCII digits; the hashes of the first run, of the current run (when it is not
      * the first) and of the runs after the first that differ from it */
     uint32_t runs, hf, hr, hn;
+    uint64_t fval; /* the value of the first run (saturated at CC_NUM_SAT) */
+    /* the first-run values of the last two kept segments that had a digit run (nprev known) */
+    uint64_t prev_num[2];
+    uint32_t nprev;
     uint8_t has_letter, cjk; /* cjk: its first letter is at U+3040 or above */
     uint8_t started, in_digits, pend_space, prev_end, prev_digit;
     /* the pending word */
@@ -66,7 +75,9 @@ typedef struct cc_segscan {
                      * after the first (lowest bit set) */
     uint16_t *sgap, *sraw, *sletters;
     uint8_t *swide; /* bit 0: the first letter is at U+3040 or above (SegmentRepeat counts
-                     * the letters twice); bit 1 (SEG_FENCED): it lies inside a code fence */
+                     * the letters twice); bit 1 (SEG_FENCED): it lies inside a code fence;
+                     * bit 2 (SEG_JUMP): its number jumps (an identifier, not a counter);
+                     * bit 3 (SEG_NUMBER): it holds a digit run */
     /* one byte of each key, newest first: fpe[fpos + k] is the k-th newest segment's (k < scap;
      * every byte is written twice, scap apart, so the last scap are contiguous for memchr) */
     uint8_t *fpe, *fps;

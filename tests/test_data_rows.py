@@ -181,3 +181,51 @@ def test_a_sentence_flipping_one_word_still_stops() -> None:
         # (three equal lines in a row may stop it earlier, through block-repeat)
         aborts = [f for f in _found(rs, text) if f[1] == "abort"]
         assert "near-flip" in {f[0] for f in aborts}, (type(rs).__module__, aborts)
+
+
+# lists of identifiers: one short template, a number that jumps (bug numbers, links, PRs)
+IDENTIFIERS: dict[str, Callable[[random.Random, int], str]] = {
+    "issue links": lambda r, i: f"- https://github.com/acme/api/issues/{r.randint(100, 9999)}",
+    "bug tracker": lambda r, i: f"* https://crbug.com/aomedia/{2000 + i * 37 + r.randint(0, 30)}",
+    "pull requests": lambda r, i: f"- [{'x' if i % 3 else ' '}] Review pull request #{100 + 7 * i}",
+    "bug list": lambda r, i: f"{433400 + i * 3 + r.randint(0, 1)}  FreeBSD support, part {i}",
+    "tickets": lambda r, i: f"Closes JIRA-{r.randint(1000, 9999)}",
+    "chinese tickets": lambda r, i: f"工单{r.randint(1000, 9999)}：已关闭",
+}
+
+
+@pytest.mark.parametrize("name", sorted(IDENTIFIERS))
+def test_a_list_of_identifiers_is_not_a_loop(name: str) -> None:
+    rng = random.Random(name)
+    text = "The related items:\n\n" + "".join(IDENTIFIERS[name](rng, i) + "\n"
+                                             for i in range(1, 41))
+    results = []
+    for rs in _engines():
+        found = _found(rs, text)
+        assert not [f for f in found if f[1] == "abort"], (type(rs).__module__, found)
+        results.append(found)
+    assert results[0] == results[1]
+
+
+# a counter moves by 0 or 1, or alternates with another numbered line; a sentence around a
+# number that wanders is long: all still loops
+COUNTERS: dict[str, Callable[[int], str]] = {
+    "counter": lambda i: f"- https://github.com/acme/api/issues/{1200 + i}",
+    "constant": lambda i: "Retrying the request to https://api.example.com/v2/items/7731",
+    "countdown": lambda i: f"Closes JIRA-{5000 - i}",
+    "alternating": lambda i: f"Attempt {i} failed.\nStatus code 503 from node {40 + i}.",
+    "wandering year": lambda i: f"In {1948 + i * 3 - i % 2}, the first computer, UNIVAC II, was "
+                                f"completed at Harvard University.",
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTERS))
+def test_a_counter_or_a_wandering_sentence_is_still_a_loop(name: str) -> None:
+    text = ("We read the configuration and check every key against the schema.\n\n"
+            + "".join(COUNTERS[name](i) + "\n" for i in range(1, 41)))
+    results = []
+    for rs in _engines():
+        found = _found(rs, text)
+        assert [f for f in found if f[1] == "abort"], (type(rs).__module__, found)
+        results.append(found)
+    assert results[0] == results[1]

@@ -135,6 +135,17 @@ NUMERIC_TWO_RUN_LETTERS = 16
 #: than ``min_repeats``.
 FENCE_SHORT_UNIT = 3
 
+#: A segment's first digit run is read as a number up to this (larger ones are this).
+NUM_SAT = 10**18
+#: Only a segment with fewer letters than this (CJK counting twice) may jump.
+JUMP_LETTERS = 32
+
+
+def _first_number(stripped: str) -> int | None:
+    """The value of the segment's first run of ASCII digits (saturated), None without one."""
+    m = _DIGIT_RUN.search(stripped)
+    return None if m is None else min(int(m.group()), NUM_SAT)
+
 
 def _numbers(stripped: str, letters: int) -> str | None:
     """A numeric segment's digit runs after its first that differ from it, joined by ``,``; None
@@ -167,6 +178,7 @@ class _Segment:
     wide: int      # 1: its first letter is at U+3040 or above (SegmentRepeat counts letters twice)
     fenced: bool   # it lies inside a code fence (mask_code_fences on)
     numbers: str | None = None  # a numeric segment's numbers after its first (None: not numeric)
+    jump: bool = False  # its number jumps: an identifier in a list, not a counter
 
     def near_key(self) -> tuple[str, str | None]:
         """The segment alone as near rules compare it: a numeric segment keeps its numbers."""
@@ -375,6 +387,8 @@ class _ViewState:
     segments: deque[_Segment] = field(default_factory=deque)
     seg_serial: int = 0
     tail_gap: int = 0
+    # The first-number values of the last two kept segments that had one, newest first.
+    prev_numbers: list[int] = field(default_factory=list)
     # Words (VocabCollapse): the pending one, the kept ones (folded), their starts.
     word: str = ""
     word_start: int = 0
@@ -652,11 +666,20 @@ class Watcher:
             return
         # lengths and letters count up to 65535 (the native engine keeps them in 16 bits)
         letters, wide = _letters(stripped), _wide(stripped)
+        # a short segment's number jumps when it is more than 1 away from those of the last two
+        # segments that had one (a counter moves by 0 or 1; two back: it alternates with
+        # another line): a list of identifiers
+        number = _first_number(stripped)
+        jump = False
+        if number is not None:
+            jump = (min(letters, 65535) << wide < JUMP_LETTERS and bool(view.prev_numbers)
+                    and all(abs(number - v) > 1 for v in view.prev_numbers))
+            view.prev_numbers = [number, *view.prev_numbers[:1]]
         view.segments.append(_Segment(stripped, _skeleton(stripped), min(view.tail_gap, 65535),
                                       min(len(raw), 65535), min(letters, 65535), wide,
                                       self._ruleset._options.mask_code_fences
                                       and view.inside_fence,
-                                      _numbers(stripped, letters)))
+                                      _numbers(stripped, letters), jump))
         view.tail_gap = 0
         view.seg_serial += 1
         if len(view.segments) > plan.segments:
@@ -1025,6 +1048,13 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
         span = (rule.min_repeats - 1) * p
         if any(key(n - 1 - i, numeric) != key(n - 1 - i - p, numeric) for i in range(span)):
             continue
+        # near: copies whose numbers jump (half of the numbered segments or more) are a list
+        # of identifiers (bug numbers, links); a counter's line never jumps
+        if rule.near:
+            copies = segs[n - rule.min_repeats * p:]
+            numbered = sum(1 for s in copies if _DIGIT_RUN.search(s.exact))
+            if numbered and 2 * sum(s.jump for s in copies) >= numbered:
+                return None
         # the smallest period with min_repeats copies decides: the unit must hold enough
         # letters and its run enough characters (a larger period would repeat the same text)
         unit = segs[n - p:]
@@ -1067,7 +1097,8 @@ def _segment_repeat(rule: SegmentRepeat, view: _ViewState) -> dict[str, Any] | N
     counts: dict[tuple[str, str | None], int] = {}
     newest: dict[tuple[str, str | None], int] = {}  # key -> its newest index (0 = newest)
     for k, seg in enumerate(reversed(last)):
-        if seg.letters << seg.wide < rule.min_letters or (seg.fenced and not rule.fences):
+        if (seg.letters << seg.wide < rule.min_letters or (seg.fenced and not rule.fences)
+                or seg.jump):
             continue
         nk = seg.near_key()
         counts[nk] = counts.get(nk, 0) + 1

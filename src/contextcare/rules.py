@@ -593,7 +593,10 @@ class BlockRepeat(Rule):
     letters (``2024-03-05,AAPL,185.2``, ``Epoch 3/40 - loss: 0.41``) — also keeps its numbers
     after the first (those equal to the first left out: ``TypeORM10 | TypeORM10``), and a unit
     made only of numeric segments repeats only when those numbers do: the rows of a table differ
-    by their data, a loop by its counter.
+    by their data, a loop by its counter. Copies in which half of the numbered segments or more
+    *jump* (a short line whose first number is more than 1 away from those of the two numbered
+    segments before it: ``- https://github.com/acme/api/issues/4821``, a bug list) are a list of
+    identifiers, not a loop.
     Inside a code fence (with the ``mask_code_fences`` option on: the newest segment lies in a
     fence) the periodic run must also hold ``fence_letters`` letters (kana, CJK and Hangul count
     twice): code repeats short lines on purpose (an argument list of ``NULL,``, three equal
@@ -704,7 +707,8 @@ class SegmentRepeat(Rule):
     (CJK twice): an answer key of ``12. True`` / ``13. False`` flips two short labels, a loop
     flips a word in a sentence or alternates a line with a short one. A numeric segment (a data
     row, see BlockRepeat) is grouped by its skeleton and its
-    numbers after the first, so the rows of a price list or a forecast stay apart. Segments with
+    numbers after the first, so the rows of a price list or a forecast stay apart; a segment
+    whose number jumps (see BlockRepeat: a list of identifiers) never counts. Segments with
     fewer than ``min_letters`` letters (word characters other than ASCII
     digits; twice as many when the first letter is kana, CJK or Hangul) never count, so ``| row # | # |``, ``# x # = #`` or a
     counter stay quiet. Inside code fences too, unless ``fences`` is false (with the
