@@ -1193,7 +1193,7 @@ def _word_repeat(rule: WordRepeat, view: _ViewState) -> dict[str, Any] | None:
 #: ``"tail+fence"`` also whether the view is inside a code fence, with masking on),
 #: ``"segments"``, ``"words"`` or ``"word-tail"`` (the view's state: its kept segments, words
 #: or word tail).
-_DETECTORS: dict[str, tuple[Callable[[Any, Any], dict[str, Any] | None], str]] = {
+_DETECTORS: dict[str, tuple[Callable[..., dict[str, Any] | None], str]] = {
     "line-repeat": (_line_repeat, "window"),
     "line-cycle": (_line_cycle, "window"),
     "filler-lines": (_filler_lines, "window"),
