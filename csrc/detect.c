@@ -194,6 +194,16 @@ int eng_detect_structure_flood(const cc_ring *ring, uint32_t avail, const cc_rul
     /* back from the end: on text a word character comes within a few steps */
     for (uint32_t k = 0; k < n; k++)
         if (cc_is_word(cc_ring_back(ring, k))) return 0;
+    if (r->max_period) {
+        /* and one short unit repeated: the smallest period p <= max_period over all n */
+        uint32_t p;
+        for (p = 1; p <= r->max_period; p++) {
+            uint32_t k = 0;
+            while (k + p < n && cc_ring_back(ring, k) == cc_ring_back(ring, k + p)) k++;
+            if (k + p >= n) break;
+        }
+        if (p > r->max_period) return 0;
+    }
     /* the evidence: the last line of the flood that is not blank, stripped */
     for (uint32_t k = 0; k < n;) {
         uint32_t m = k; /* the line holds back positions [k, m) */

@@ -110,7 +110,7 @@ typedef struct cc_rule_spec {
     uint32_t ndelimiters;
     /* CC_K_TAIL_REPEAT */
     uint32_t window_chars;    /* [2, CC_MAX_WINDOW_CHARS] */
-    uint32_t max_period;      /* [1, window_chars / 2] */
+    uint32_t max_period;      /* [1, window_chars / 2]; STRUCTURE_FLOOD: [0, min_chars - 1] */
     uint32_t min_repeats;     /* [2, window_chars]; BLOCK_REPEAT: [2, CC_MAX_BLOCK_REPEATS] */
     uint32_t min_chars;       /* [2, window_chars]; BLOCK_REPEAT: [1, CC_MAX_COUNT];
                                  STRUCTURE_FLOOD: [2, CC_MAX_WINDOW_CHARS] */

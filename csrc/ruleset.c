@@ -117,6 +117,7 @@ static int check_rule_spec(const cc_rule_spec *r, long long i, cc_compile_error 
         break;
     case CC_K_STRUCTURE_FLOOD:
         CHECK_RANGE(r->min_chars, "min_chars", 2, CC_MAX_WINDOW_CHARS);
+        CHECK_MAX(r->max_period, "max_period", r->min_chars - 1);
         break;
     case CC_K_WORD_REPEAT:
         CHECK_RANGE(r->every_bytes, "every_bytes", 1, CC_MAX_SEGMENT_EVERY_BYTES);

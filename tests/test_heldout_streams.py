@@ -31,7 +31,6 @@ MISSED: dict[str, str] = {
     "heldout-loopy-24-greedy-rp1.1": "`N. Mona Ali-X` cycling 13 names with the counter",
     "heldout-loopy-26-greedy": "`N. 10890 * 12 = …` cycling three results",
     "heldout-loopy-26-greedy-rp1.1": "4-line calculation cycle, step counter changing",
-    "heldout-clean-02-sampled-0.7": "`# #` lines without a word character (reminded)",
     "heldout-clean-14-sampled-0.7": "2-line `Note:` block of ~230 characters with variants",
 }
 

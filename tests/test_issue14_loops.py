@@ -412,13 +412,55 @@ def test_top_letters_keeps_two_short_labels_quiet_but_not_a_line_and_a_short_one
 
 # --------------------------------------------------------------------------- StructureFlood
 
-def test_a_flood_of_lines_without_words_gets_a_reminder(engine: ModuleType) -> None:
-    # from a real reply of SmolLM2: a YAML comment marker on 300 lines, no word character
+def test_a_flood_of_lines_without_words_is_stopped(engine: ModuleType) -> None:
+    # from a real reply of SmolLM2: a YAML comment marker on 300 lines, no word character; it
+    # repeats a unit of 3 characters, so structure-loop aborts (structure-flood reminds too)
     text = "```yaml\n# Kubernetes 20 containers\n\n" + "# \n" * 300
-    found = [d for d in _run(engine, text) if d.kind == "structure-flood"]
-    assert found and found[0].action == "remind"
-    assert (found[0].line, found[0].total) == ("#", 600)
-    assert _aborts(_run(engine, text)) == []
+    found = _run(engine, text)
+    loop = [d for d in found if d.rule == "structure-loop"]
+    assert loop and loop[0].action == "abort" and (loop[0].line, loop[0].total) == ("#", 600)
+    assert loop[0].offset <= len(text) - 300 * 3 + 600 + 256 + 3  # within a throttle step
+    flood = [d for d in found if d.rule == "structure-flood"]
+    assert flood and flood[0].action == "remind"
+    assert (flood[0].line, flood[0].total) == ("#", 600)
+
+
+@pytest.mark.parametrize("flood", [".", " ", "\n", "#\n", "# #\n", "-=\n", "…", "。"])
+def test_a_short_unit_without_words_flooding_is_stopped(engine: ModuleType, flood: str) -> None:
+    assert [d.rule for d in _aborts(_run(engine, PROSE + "Thinking" + flood * 1200))] == \
+        ["structure-loop"]
+
+
+@pytest.mark.parametrize("text", [
+    # ASCII art: no word character over 600 characters, but no short period either
+    "```\n" + (" /\\_/\\ \n( -.- )\n > ^ < \n/|   |\\\n(_|_|_)\n ~~~~~ \n" * 14) + "```\n",
+    # an empty board drawn with box characters (a period of two lines)
+    "\n".join(["+---+---+---+---+---+---+---+---+", "|   |   |   |   |   |   |   |   |"] * 14),
+    # an empty three-column table of 80 rows: a period of 10 characters
+    "| | | |\n|---|---|---|\n" + "|   | | |\n" * 80,
+])
+def test_art_and_empty_tables_only_get_the_reminder(engine: ModuleType, text: str) -> None:
+    found = _run(engine, PROSE + text)
+    assert _aborts(found) == []
+    assert "structure-flood" in [d.rule for d in found]
+
+
+def test_structure_loop_period_bound_and_errors(engine: ModuleType) -> None:
+    def fires(text: str, max_period: int) -> bool:
+        rs = engine.Ruleset([cc.StructureFlood("s", min_chars=40, max_period=max_period,
+                                               every_bytes=8)])
+        w = rs.watcher()
+        return bool([d for i in range(0, len(text), 3) for d in w.feed(text[i:i + 3])]
+                    + list(w.finish()))
+    assert fires("x" + "-+" * 40, 2) and not fires("x" + "-+" * 40, 1)
+    assert fires("x" + "<-->" * 20, 4) and not fires("x" + "<-->" * 20, 3)
+    assert fires("x" + "<-->" * 20, 0)  # 0: no periodicity condition
+    with pytest.raises(RuleValueError, match="max_period"):
+        cc.StructureFlood("f", min_chars=40, max_period=40)
+    with pytest.raises(RuleValueError, match="max_period"):
+        cc.StructureFlood("f", max_period=-1)
+    with pytest.raises(RuleTypeError, match="max_period"):
+        cc.StructureFlood("f", max_period=2.0)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("text", [

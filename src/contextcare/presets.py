@@ -49,7 +49,9 @@ def default_rules() -> list[Rule]:
     lines or sentences on one skeleton: a counter), ``near-flip`` (on at most 2 skeletons, one
     of them 8 letters or more: a word flipping in a sentence, a line and a short one alternating;
     an answer key of ``12. True`` / ``13. False`` is data)
-    and ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter). The
+    ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter) and
+    ``structure-loop`` (600 characters without a word character that repeat a unit of at most 4:
+    ``# `` or ``.`` without end; art and tables are not periodic for that long). The
     near-variant rules (skeletons) do not look inside code fences: tables, enum members and
     generated cases repeat with only their numbers changed on purpose.
     Remind: ``near-repeat`` (a unit of up to 64 lines repeated four times with only its numbers
@@ -79,6 +81,8 @@ def default_rules() -> list[Rule]:
         SegmentRepeat("near-flip", window=12, top=2, min_count=12, top_letters=8, every_bytes=256,
                       fences=False),
         SegmentRepeat("near-cycle", window=60, top=6, min_count=60, every_bytes=256, fences=False),
+        StructureFlood("structure-loop", min_chars=600, max_period=4, every_bytes=256,
+                       action="abort"),
         BlockRepeat("near-repeat", near=True, max_period=64, min_repeats=4, min_chars=200,
                     fence_letters=300, action="remind"),
         SegmentRepeat("near-recurring", window=32, top=1, min_count=10, min_letters=8,

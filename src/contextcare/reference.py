@@ -1017,6 +1017,10 @@ def _structure_flood(rule: StructureFlood, recent: str) -> dict[str, Any] | None
     tail = recent[-rule.min_chars:]
     if any(_is_word_char(c) for c in tail):
         return None
+    n = len(tail)
+    if rule.max_period and not any(all(tail[k] == tail[k + p] for k in range(n - p))
+                                   for p in range(1, rule.max_period + 1)):
+        return None         # not one short unit repeated
     line = ""
     for piece in reversed(tail.split("\n")):
         if piece.strip():

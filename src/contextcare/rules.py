@@ -539,21 +539,25 @@ class StructureFlood(Rule):
     punctuation, symbols, box drawing or whitespace (``# `` on 300 lines, ``----`` without end,
     blank lines). Such lines never count for the line rules, so this is what sees them.
 
-    Looks at the text since the last channel switch (combined view), inside code fences too.
-    Evidence: ``line`` (the last line of the flood that is not blank, stripped, 40 characters)
-    and ``total`` (``min_chars``).
+    With ``max_period`` (0 by default: no condition) those ``min_chars`` characters must also be
+    one unit of at most ``max_period`` characters repeated (``# \n`` or ``.`` again and again):
+    ASCII art and a table's borders without words are not periodic for that long, so such a rule
+    can abort. Looks at the text since the last channel switch (combined view), inside code
+    fences too. Evidence: ``line`` (the last line of the flood that is not blank, stripped, 40
+    characters) and ``total`` (``min_chars``).
     """
 
     kind: ClassVar[str] = "structure-flood"
     detector: ClassVar[str] = "structure-flood"
     windowed: ClassVar[bool] = True
     evidence: ClassVar[tuple[str, ...]] = ("line", "total")
-    engine_fields: ClassVar[tuple[str, ...]] = ("every_bytes", "min_chars")
+    engine_fields: ClassVar[tuple[str, ...]] = ("every_bytes", "min_chars", "max_period")
     topic: ClassVar[str] = "loop"
 
     id: str
     _: KW_ONLY
     min_chars: int = 600
+    max_period: int = 0
     every_bytes: int = 1024
     channel: str = "combined"
     action: str = "remind"
@@ -562,6 +566,7 @@ class StructureFlood(Rule):
     def __post_init__(self) -> None:
         _windowed(self)
         _int(self, "min_chars", 2, _limits.MAX_WINDOW_CHARS)
+        _int(self, "max_period", 0, self.min_chars - 1)
 
 
 #: Most segments a view keeps for its BlockRepeat rules (max_period x min_repeats).
