@@ -66,6 +66,10 @@ FRAGMENTS = (
     "第3天：最高气温23度，最低气温1度\n", "v1.2 ", "3 4 ",
     # WordRepeat: words repeated with other gaps between them (punctuation, newlines, a list)
     "let me check it again, ", "Let me check it again.\n", "check, it, again; ",
+    # identifiers whose numbers jump, a counter; floods without words; a traceback frame
+    "- https://x.io/issues/4821\n", "- https://x.io/issues/77\n", "#100000000000000000000 ok\n",
+    "433437  FreeBSD part 1\n", "# \n", "..", "#\n",
+    '  File "a.py", line 2, in f\n    return f(n)\n',
 )
 
 
@@ -144,8 +148,9 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
                   min_letters=st.integers(0, 6),
                   fence_letters=st.sampled_from([0, 0, 1, 5, 12, 40]), every_bytes=_EVERY,
                   **common),
-        st.builds(StructureFlood, st.just(rid), min_chars=st.integers(2, 40), every_bytes=_EVERY,
-                  **common),
+        st.integers(2, 40).flatmap(lambda m: st.builds(
+            StructureFlood, st.just(rid), min_chars=st.just(m),
+            max_period=st.sampled_from([0, 0, 1, 2, 4, m - 1]), every_bytes=_EVERY, **common)),
         st.integers(1, 12).flatmap(lambda n: st.builds(
             SegmentRepeat, st.just(rid), window=st.just(n), top=st.integers(1, 4),
             min_count=st.integers(1, n), min_letters=st.integers(0, 6), fences=st.booleans(),
