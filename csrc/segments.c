@@ -145,8 +145,8 @@ static inline int num_near(uint64_t a, uint64_t b) { return a <= b + 1 && b <= a
 static unsigned number_jumps(cc_segscan *s) {
     if (!s->runs) return 0;
     int jump = ((uint64_t)s->letters << s->cjk) < CC_JUMP_LETTERS && s->nprev &&
-                    !num_near(s->fval, s->prev_num[0]) &&
-                    (s->nprev < 2 || !num_near(s->fval, s->prev_num[1]));
+               !num_near(s->fval, s->prev_num[0]) &&
+               (s->nprev < 2 || !num_near(s->fval, s->prev_num[1]));
     s->prev_num[1] = s->prev_num[0];
     s->prev_num[0] = s->fval;
     if (s->nprev < 2) s->nprev++;

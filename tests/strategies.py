@@ -150,7 +150,8 @@ def _rule_strategy(index: int, line_window: int) -> st.SearchStrategy[Rule]:
                   **common),
         st.integers(2, 40).flatmap(lambda m: st.builds(
             StructureFlood, st.just(rid), min_chars=st.just(m),
-            max_period=st.sampled_from([0, 0, 1, 2, 4, m - 1]), every_bytes=_EVERY, **common)),
+            max_period=st.sampled_from([0, 0, 1, min(2, m - 1), min(4, m - 1), m - 1]),
+            every_bytes=_EVERY, **common)),
         st.integers(1, 12).flatmap(lambda n: st.builds(
             SegmentRepeat, st.just(rid), window=st.just(n), top=st.integers(1, 4),
             min_count=st.integers(1, n), min_letters=st.integers(0, 6), fences=st.booleans(),

@@ -1002,9 +1002,9 @@ def _tail_repeat(rule: TailRepeat, recent: str, fenced: bool) -> dict[str, Any] 
         if length < rule.min_chars or length // p < rule.min_repeats:
             continue
         unit = s[-p:]
-        if fenced and "\n" in unit:
-            return None     # inside a code fence a unit of lines is BlockRepeat's
         if any(_is_word_char(ch) for ch in unit):
+            if fenced and "\n" in unit:
+                return None     # inside a code fence a unit of lines is BlockRepeat's
             unit = _readable(unit)
             return {"unit": unit[:EVIDENCE_LINE_CHARS], "period": p, "repeats": length // p}
     return None
