@@ -41,14 +41,15 @@ def default_rules() -> list[Rule]:
 
     Abort: ``line-repeat`` (30 of 80 lines and 35 %, or a run of 12), ``tail-repeat`` (a unit of up to 256 characters repeated back to back, newlines
     or not), ``block-repeat`` (a block of up to 128 lines or sentences repeated three times back
-    to back, over at least 60 characters; inside code fences the copies must also hold 100 letters),
+    to back, over at least 60 characters; inside code fences the copies must also hold 100 letters,
+    and a unit of 2 or 3 lines needs a fourth copy),
     ``near-repeat-long`` (a unit of up to 32 lines repeated ten times with only its numbers
     changed; 300 letters inside fences), ``vocab-collapse``
     (80 words with at most 8 distinct ones, outside code fences), ``vocab-collapse-line`` (the
     same over 32 words all on the current line), ``near-lines`` (the last 12
     lines or sentences on one skeleton: a counter), ``near-flip`` (on at most 2 skeletons, one
     of them 8 letters or more: a word flipping in a sentence, a line and a short one alternating;
-    an answer key of ``12. True`` / ``13. False`` is data)
+    an answer key of ``12. True`` / ``13. False`` is data),
     ``near-cycle`` (the last 60 on at most 6: short names cycling with a counter) and
     ``structure-loop`` (600 characters without a word character that repeat a unit of at most 4:
     ``# `` or ``.`` without end; art and tables are not periodic for that long). The

@@ -178,6 +178,7 @@ class _Segment:
     wide: int      # 1: its first letter is at U+3040 or above (SegmentRepeat counts letters twice)
     fenced: bool   # it lies inside a code fence (mask_code_fences on)
     numbers: str | None = None  # a numeric segment's numbers after its first (None: not numeric)
+    number: int | None = None  # the value of its first digit run (None: no digit)
     jump: bool = False  # its number jumps: an identifier in a list, not a counter
 
     def near_key(self) -> tuple[str, str | None]:
@@ -679,7 +680,7 @@ class Watcher:
                                       min(len(raw), 65535), min(letters, 65535), wide,
                                       self._ruleset._options.mask_code_fences
                                       and view.inside_fence,
-                                      _numbers(stripped, letters), jump))
+                                      _numbers(stripped, letters), number, jump))
         view.tail_gap = 0
         view.seg_serial += 1
         if len(view.segments) > plan.segments:
@@ -1056,7 +1057,7 @@ def _block_repeat(rule: BlockRepeat, view: _ViewState) -> dict[str, Any] | None:
         # of identifiers (bug numbers, links); a counter's line never jumps
         if rule.near:
             copies = segs[n - rule.min_repeats * p:]
-            numbered = sum(1 for s in copies if _DIGIT_RUN.search(s.exact))
+            numbered = sum(1 for s in copies if s.number is not None)
             if numbered and 2 * sum(s.jump for s in copies) >= numbered:
                 return None
         # the smallest period with min_repeats copies decides: the unit must hold enough
